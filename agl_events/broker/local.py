@@ -1,0 +1,521 @@
+"""The embedded default broker: one local Apache Kafka process in KRaft combined mode.
+
+Every agl-events command needs a Kafka cluster. When no bootstrap servers are configured the
+commands use this broker instead, starting it on demand (`ensure_broker`), so that a fresh checkout
+works with nothing but Java and Maven installed. The broker runs in the background, detached from
+the command that started it, and keeps its state under `<AGL_HOME>/kafka`:
+
+    kafka/cluster.id          the cluster id the storage was formatted with
+    kafka/server.properties   rendered from deploy/kafka/server.properties.template
+    kafka/broker.pid          pid of the running JVM
+    kafka/data/               topic data and the KRaft metadata log
+    kafka/logs/server.log     the broker's log (deploy/kafka/log4j2.yaml)
+    kafka/logs/stdout.log     the JVM's own stdout/stderr (crashes before logging starts)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from pydantic import BaseModel
+
+from agl_events.config import PROJECT_ROOT, Settings
+
+#: Where the Maven project, the configuration template and the log4j configuration live.
+DEPLOY_DIR = PROJECT_ROOT / "deploy" / "kafka"
+POM_FILE = DEPLOY_DIR / "pom.xml"
+TEMPLATE_FILE = DEPLOY_DIR / "server.properties.template"
+LOG4J_CONFIG_FILE = DEPLOY_DIR / "log4j2.yaml"
+#: `mvn dependency:copy-dependencies` puts Kafka's runtime class path here (see pom.xml).
+LIBS_DIR = DEPLOY_DIR / "target" / "libs"
+
+#: Main classes inside kafka_2.13-*.jar (verified against Kafka 4.3.1).
+KAFKA_MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
+#: Kafka 4.x brokers require Java 17.
+MIN_JAVA_VERSION = 17
+#: A development broker needs little memory; the default heap would claim a quarter of the machine.
+JVM_HEAP_OPTIONS = ("-Xms256m", "-Xmx1g")
+#: How many log lines an error message about a failed start quotes.
+FAILURE_LOG_LINES = 20
+
+_INSTALL_HINT = (
+    "Install Java 17 or newer and Maven (e.g. `apt install openjdk-17-jre-headless maven` or "
+    "`brew install openjdk@17 maven`), or point AGL_KAFKA_BOOTSTRAP at an existing Kafka cluster."
+)
+
+#: Broker processes this Python process started, so that it can reap them once they exit
+#: (otherwise they linger as zombies that still look alive to `kill -0`).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class BrokerError(RuntimeError):
+    """The local broker cannot be fetched, started or stopped; the message says what to do."""
+
+
+class BrokerStatus(BaseModel):
+    """What `start`, `stop` and `status` report about the local broker."""
+
+    running: bool
+    #: The process answers Kafka requests (False while it is still starting up).
+    ready: bool = False
+    pid: int | None = None
+    bootstrap: str
+    data_dir: Path
+    log_file: Path
+    message: str = ""
+
+
+class LocalBroker:
+    """Manages the single-node broker whose files live under `<settings.home>/kafka`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.kafka_dir = settings.home / "kafka"
+        self.data_dir = self.kafka_dir / "data"
+        self.log_dir = self.kafka_dir / "logs"
+        self.log_file = self.log_dir / "server.log"
+        self.stdout_file = self.log_dir / "stdout.log"
+        self.pid_file = self.kafka_dir / "broker.pid"
+        self.cluster_id_file = self.kafka_dir / "cluster.id"
+        self.properties_file = self.kafka_dir / "server.properties"
+        self.lock_file = self.kafka_dir / ".lock"
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap servers clients use to reach this broker."""
+        return f"localhost:{self.settings.local_port}"
+
+    @property
+    def libs_dir(self) -> Path:
+        """Kafka's runtime class path, as downloaded by Maven."""
+        return LIBS_DIR
+
+    def fetch(self) -> Path:
+        """Download Kafka's jars with Maven unless they are already there; returns `libs_dir`.
+
+        Maven rather than a tarball download because it verifies checksums, caches in ~/.m2 and
+        pins every version in one reviewed file (deploy/kafka/pom.xml).
+        """
+        if self._has_kafka_jar():
+            return self.libs_dir
+        find_java()
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise BrokerError(f"Maven (`mvn`) is needed once to download Apache Kafka's jars. {_INSTALL_HINT}")
+        command = [mvn, "-q", "-B", "-f", str(POM_FILE), "dependency:copy-dependencies"]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not self._has_kafka_jar():
+            output = _last_lines((result.stdout + result.stderr).splitlines(), FAILURE_LOG_LINES)
+            raise BrokerError(
+                f"downloading Kafka with Maven failed (exit code {result.returncode}): "
+                f"{' '.join(command)}\n{output}"
+            )
+        return self.libs_dir
+
+    def start(self, timeout: float = 60.0) -> BrokerStatus:
+        """Start the broker in the background and wait until it answers; harmless when running."""
+        self.kafka_dir.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            notes: list[str] = []
+            pid = self._live_pid(notes)
+            if pid is not None:
+                self._wait_until_ready(pid, timeout, started_now=False)
+                return self._report(pid, _join("already running", *notes))
+            self._check_ports_free()
+            java = find_java()
+            self.fetch()
+            self._write_properties()
+            self._format_storage(java)
+            pid = self._spawn(java)
+            self._wait_until_ready(pid, timeout, started_now=True)
+            return self._report(pid, _join("started", *notes))
+
+    def stop(self, timeout: float = 30.0) -> BrokerStatus:
+        """Stop the broker cleanly (SIGTERM), killing it after `timeout` s; harmless when stopped."""
+        if not self.kafka_dir.is_dir():
+            return self._report(None, "not running")
+        with self._locked():
+            notes: list[str] = []
+            pid = self._live_pid(notes)
+            if pid is None:
+                return self._report(None, _join("not running", *notes))
+            message = "stopped"
+            _signal(pid, signal.SIGTERM)
+            if not _wait_for_exit(pid, timeout):
+                _signal(pid, signal.SIGKILL)
+                _wait_for_exit(pid, 10.0)
+                message = f"did not shut down within {timeout:g} s, killed"
+            self.pid_file.unlink(missing_ok=True)
+            return self._report(None, _join(f"{message} (pid {pid})", *notes))
+
+    def status(self) -> BrokerStatus:
+        """Whether the broker runs and answers; cleans up a stale pid file on the way."""
+        notes: list[str] = []
+        pid = self._live_pid(notes)
+        if pid is None:
+            return self._report(None, _join("not running", *notes))
+        return self._report(pid, _join("running", *notes))
+
+    def tail(self, n: int = 50) -> list[str]:
+        """The last `n` lines of the broker's log (empty when it has never run)."""
+        return _tail_file(self.log_file, n)
+
+    def follow(self, poll_interval: float = 0.5) -> Iterator[str]:
+        """Yield lines appended to the log from now on, across log rotations; never returns."""
+        yield from _follow_file(self.log_file, poll_interval)
+
+    def is_ready(self, timeout: float = 2.0) -> bool:
+        """The broker accepts connections and returns cluster metadata with at least one broker."""
+        return probe(self.bootstrap, timeout, port=self.settings.local_port)
+
+    # ------------------------------------------------------------------ pid bookkeeping
+
+    def _live_pid(self, notes: list[str]) -> int | None:
+        """The pid of our running broker, removing a pid file whose process is gone."""
+        pid = self._read_pid()
+        if pid is None:
+            return None
+        if _process_alive(pid) and self._is_our_broker(pid):
+            return pid
+        self.pid_file.unlink(missing_ok=True)
+        notes.append(f"removed stale pid file {self.pid_file} (process {pid} is gone)")
+        return None
+
+    def _read_pid(self) -> int | None:
+        try:
+            text = self.pid_file.read_text().strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def _is_our_broker(self, pid: int) -> bool:
+        """Guards against pid reuse: the process must be Kafka running our properties file."""
+        command_line = _command_line(pid)
+        if command_line is None:  # cannot tell (no /proc, no ps): trust the pid file
+            return True
+        return KAFKA_MAIN_CLASS in command_line and str(self.properties_file) in command_line
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialize start/stop across processes, e.g. two commands that both `ensure_broker`."""
+        with self.lock_file.open("w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------------ starting
+
+    def _check_ports_free(self) -> None:
+        """Fail early, and clearly, when another program holds one of our ports."""
+        for port, variable in (
+            (self.settings.local_port, "AGL_KAFKA_PORT"),
+            (self.settings.local_controller_port, "AGL_KAFKA_CONTROLLER_PORT"),
+        ):
+            if not _port_free(port):
+                raise BrokerError(
+                    f"port {port} on localhost is already in use by another program (not the local "
+                    f"broker of {self.settings.home}), so Kafka cannot listen there. Stop that program, "
+                    f"or pick another port with {variable}=<port> (e.g. `export {variable}={port + 10000}`)."
+                )
+
+    def _write_properties(self) -> None:
+        """Render the template; rewritten at every start so port changes take effect."""
+        data_dir = str(self.data_dir).replace("\\", "\\\\")  # a backslash escapes in .properties
+        text = TEMPLATE_FILE.read_text().format(
+            port=self.settings.local_port,
+            controller_port=self.settings.local_controller_port,
+            data_dir=data_dir,
+        )
+        self.properties_file.write_text(text)
+
+    def _format_storage(self, java: str) -> None:
+        """Format the data directory once (KRaft requires it), as a standalone dynamic quorum."""
+        if (self.data_dir / "meta.properties").exists():
+            return
+        cluster_id = self._cluster_id(java)
+        self._run_tool(
+            java,
+            "format", "--standalone", "--ignore-formatted",
+            "--cluster-id", cluster_id, "--config", str(self.properties_file),
+        )  # fmt: skip
+
+    def _cluster_id(self, java: str) -> str:
+        """The cluster id of this home, generated by Kafka on first use and then kept."""
+        if self.cluster_id_file.exists():
+            return self.cluster_id_file.read_text().strip()
+        cluster_id = self._run_tool(java, "random-uuid").strip().splitlines()[-1]
+        self.cluster_id_file.write_text(cluster_id + "\n")
+        return cluster_id
+
+    def _run_tool(self, java: str, *arguments: str) -> str:
+        """Run Kafka's StorageTool and return its stdout, turning failures into BrokerError."""
+        command = [java, *self._jvm_system_properties(), "-cp", self._class_path(), STORAGE_TOOL_CLASS]
+        result = subprocess.run([*command, *arguments], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            output = _last_lines((result.stdout + result.stderr).splitlines(), FAILURE_LOG_LINES)
+            raise BrokerError(f"kafka-storage {arguments[0]} failed (exit code {result.returncode}):\n{output}")
+        return result.stdout
+
+    def _spawn(self, java: str) -> int:
+        """Launch the JVM detached (own session) so it outlives the command that started it."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            java, *JVM_HEAP_OPTIONS, "-Djava.awt.headless=true", *self._jvm_system_properties(),
+            "-cp", self._class_path(), KAFKA_MAIN_CLASS, str(self.properties_file),
+        ]  # fmt: skip
+        with self.stdout_file.open("ab") as stdout:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                cwd=self.kafka_dir,  # where the JVM drops hs_err_pid*.log on a crash
+                start_new_session=True,  # Ctrl-C in the terminal must not kill the broker
+            )
+        _CHILDREN[process.pid] = process
+        self.pid_file.write_text(f"{process.pid}\n")
+        return process.pid
+
+    def _jvm_system_properties(self) -> list[str]:
+        return [f"-Dkafka.logs.dir={self.log_dir}", f"-Dlog4j2.configurationFile={LOG4J_CONFIG_FILE}"]
+
+    def _class_path(self) -> str:
+        return str(self.libs_dir / "*")  # the JVM expands the wildcard itself
+
+    def _has_kafka_jar(self) -> bool:
+        return any(self.libs_dir.glob("kafka_2.13-*.jar"))
+
+    def _wait_until_ready(self, pid: int, timeout: float, *, started_now: bool) -> None:
+        """Poll until the broker answers; a process that dies meanwhile is reported with its log."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not _process_alive(pid):
+                self.pid_file.unlink(missing_ok=True)
+                raise BrokerError(f"the Kafka broker (pid {pid}) exited during startup.\n{self._log_excerpt()}")
+            remaining = deadline - time.monotonic()
+            if self.is_ready(timeout=max(0.5, min(2.0, remaining))):
+                return
+            if remaining <= 0:
+                break
+            time.sleep(0.25)
+        what = "was started but" if started_now else "is running but"
+        raise BrokerError(
+            f"the Kafka broker (pid {pid}) {what} did not answer on {self.bootstrap} within "
+            f"{timeout:g} s; it keeps running in the background (`agl-events kafka stop` ends it).\n"
+            f"{self._log_excerpt()}"
+        )
+
+    def _log_excerpt(self) -> str:
+        """The end of both logs: server.log for Kafka's errors, stdout.log for JVM failures."""
+        parts = []
+        for path in (self.log_file, self.stdout_file):
+            lines = _tail_file(path, FAILURE_LOG_LINES)
+            if lines:
+                parts.append(f"--- last lines of {path} ---\n" + "\n".join(lines))
+        return "\n".join(parts) or f"(no log output in {self.log_dir})"
+
+    def _report(self, pid: int | None, message: str) -> BrokerStatus:
+        return BrokerStatus(
+            running=pid is not None,
+            ready=pid is not None and self.is_ready(),
+            pid=pid,
+            bootstrap=self.bootstrap,
+            data_dir=self.data_dir,
+            log_file=self.log_file,
+            message=message,
+        )
+
+
+def ensure_broker(settings: Settings, timeout: float = 60.0) -> str:
+    """The bootstrap servers to use, starting the local broker first if it is the one in use.
+
+    Every agl-events command calls this, so a configured remote cluster is never second-guessed
+    (nothing is started) and the local broker is started at most once.
+    """
+    if not settings.uses_local_broker:
+        return settings.bootstrap_servers
+    LocalBroker(settings).start(timeout=timeout)
+    return settings.bootstrap_servers
+
+
+def probe(bootstrap: str, timeout: float = 2.0, *, port: int | None = None) -> bool:
+    """Whether a Kafka cluster answers a metadata request at `bootstrap` within `timeout` s.
+
+    With `port` given, a plain TCP connect is tried first so that an unstarted local broker is
+    detected instantly and without librdkafka's connection-refused log lines.
+    """
+    if port is not None and not _port_accepts(port):
+        return False
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except Exception:  # KafkaException on timeout/transport errors: "not reachable"
+        return False
+    return bool(metadata.brokers)
+
+
+def find_java() -> str:
+    """The `java` executable (JAVA_HOME first), checked to be at least Java 17."""
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = Path(java_home) / "bin" / "java" if java_home else None
+    java = str(candidate) if candidate and candidate.exists() else shutil.which("java")
+    if java is None:
+        raise BrokerError(f"Java (`java`) is needed to run the local Kafka broker. {_INSTALL_HINT}")
+    version = _java_major_version(java)
+    if version is not None and version < MIN_JAVA_VERSION:
+        raise BrokerError(f"{java} is Java {version}, but Kafka 4 needs Java {MIN_JAVA_VERSION}+. {_INSTALL_HINT}")
+    return java
+
+
+def _java_major_version(java: str) -> int | None:
+    """Parse `java -version` ("1.8.0_392" is 8, "17.0.15" is 17); None when unrecognisable."""
+    result = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+# ---------------------------------------------------------------------- process helpers
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether `pid` exists and is not a zombie (an exited child nobody has reaped yet)."""
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        del _CHILDREN[pid]
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, but belongs to someone else
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _command_line(pid: int) -> str | None:
+    """The command line of `pid` from /proc (Linux) or `ps` (macOS); None when unavailable."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    ps = shutil.which("ps")
+    if ps is None:
+        return None
+    result = subprocess.run([ps, "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    return result.stdout if result.returncode == 0 else None
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _wait_for_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _process_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _port_free(port: int) -> bool:
+    """Whether we could listen on localhost:`port` (SO_REUSEADDR, as the JVM binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
+        return True
+    return False
+
+
+# ---------------------------------------------------------------------- log helpers
+
+
+def _tail_file(path: Path, n: int, block_size: int = 65536) -> list[str]:
+    """The last `n` lines of `path`, reading backwards so a 50 MB log costs one block or two."""
+    if n <= 0 or not path.exists():
+        return []
+    with path.open("rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        data = b""
+        position = end
+        while position > 0 and data.count(b"\n") <= n:
+            position = max(0, position - block_size)
+            handle.seek(position)
+            data = handle.read(end - position)
+    return data.decode(errors="replace").splitlines()[-n:]
+
+
+def _follow_file(path: Path, poll_interval: float) -> Iterator[str]:
+    """`tail -F`: yield new lines, reopening the file when it is rotated or recreated."""
+    handle = None
+    inode = None
+    try:
+        while True:
+            if handle is None and path.exists():
+                handle = path.open("r", errors="replace")
+                inode = os.fstat(handle.fileno()).st_ino
+                handle.seek(0, os.SEEK_END)
+            line = handle.readline() if handle is not None else ""
+            if line:
+                yield line.rstrip("\n")
+                continue
+            if handle is not None and _rotated(path, inode, handle.tell()):
+                handle.close()
+                handle = path.open("r", errors="replace") if path.exists() else None
+                inode = os.fstat(handle.fileno()).st_ino if handle is not None else None
+                continue
+            time.sleep(poll_interval)
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def _rotated(path: Path, inode: int | None, position: int) -> bool:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return False
+    return stat.st_ino != inode or stat.st_size < position
+
+
+def _last_lines(lines: list[str], n: int) -> str:
+    return "\n".join(deque(lines, maxlen=n))
+
+
+def _join(first: str, *notes: str) -> str:
+    return "; ".join((first, *notes))

@@ -1,0 +1,51 @@
+"""The `agl-events` command line: global options, then one sub-command group per concern."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agl_events.cli.kafka import kafka_app
+from agl_events.cli.schemas import schemas_app
+from agl_events.cli.topics import topics_app
+from agl_events.config import Settings
+
+app = typer.Typer(
+    name="agl-events",
+    help="Agent Lightning's store on an Apache Kafka log.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(kafka_app, name="kafka")
+app.add_typer(topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option("--bootstrap", envvar="AGL_KAFKA_BOOTSTRAP", help="Kafka bootstrap servers. "
+                     "Unset: use the local broker, starting it when needed."),
+    ] = None,
+    experiment: Annotated[
+        str, typer.Option("--experiment", envvar="AGL_EXPERIMENT", help="Experiment namespace of the topics.")
+    ] = "default",
+    schema_registry: Annotated[
+        str | None,
+        typer.Option("--schema-registry", envvar="AGL_SCHEMA_REGISTRY_URL",
+                     help="Confluent Schema Registry URL; unset: self-describing Avro single-object encoding."),
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option("--home", envvar="AGL_HOME", help="Where local broker data and logs live.")
+    ] = None,
+) -> None:
+    try:
+        ctx.obj = Settings.from_env(
+            bootstrap=bootstrap, experiment=experiment, schema_registry_url=schema_registry, home=home
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc

@@ -1,0 +1,1 @@
+"""The log: appending events to Kafka durably, and reading them back in order."""

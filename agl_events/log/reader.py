@@ -1,0 +1,89 @@
+"""Reading events back in log order, with undecodable records diverted to the dead-letter topic."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
+
+from agl_events.events.codec import AvroCodec, CodecError
+from agl_events.log.clients import make_consumer
+from agl_events.log.records import LoggedEvent
+from agl_events.topics import Topic, topic_name
+
+log = logging.getLogger(__name__)
+
+Position = tuple[str, int]  # (topic, partition)
+DeadLetter = Callable[[Message, CodecError], None]
+
+
+class EventReader:
+    """Reads whole topics of an experiment by manual assignment (no group rebalancing).
+
+    Views track their own offsets, so the reader starts where the view says, not where a consumer
+    group last committed: the view's offsets are written in the same RocksDB batch as its state.
+    """
+
+    def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, topics: Iterable[Topic],
+                 dead_letter: DeadLetter | None = None, **consumer_overrides: object) -> None:
+        self.codec = codec
+        self.topics = [topic_name(experiment, t) for t in topics]
+        self._dead_letter = dead_letter
+        self._consumer = make_consumer(bootstrap, None, **consumer_overrides)
+        self._positions: dict[Position, int] = {}
+        self.dead_lettered = 0
+
+    def partitions(self, timeout: float = 10.0) -> list[Position]:
+        meta = self._consumer.list_topics(timeout=timeout)
+        found: list[Position] = []
+        for topic in self.topics:
+            info = meta.topics.get(topic)
+            if info is None or info.error is not None:
+                raise RuntimeError(f"topic {topic} does not exist; run `agl-events topics create`")
+            found.extend((topic, p) for p in sorted(info.partitions))
+        return found
+
+    def assign(self, start: Mapping[Position, int] | None = None) -> None:
+        """Read every partition, from `start[(topic, partition)]` (next offset to read) or the beginning."""
+        start = start or {}
+        assignment = [TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in self.partitions()]
+        self._positions = {(tp.topic, tp.partition): max(tp.offset, 0) for tp in assignment}
+        self._consumer.assign(assignment)
+
+    def end_offsets(self, timeout: float = 10.0) -> dict[Position, int]:
+        """The high watermark of each assigned partition now: the offset the next append will get."""
+        return {
+            pos: self._consumer.get_watermark_offsets(TopicPartition(*pos), timeout=timeout)[1]
+            for pos in self._positions
+        }
+
+    def caught_up_to(self, targets: Mapping[Position, int]) -> bool:
+        return all(self._positions.get(pos, 0) >= end for pos, end in targets.items())
+
+    def poll(self, max_records: int = 1000, timeout: float = 0.1) -> list[LoggedEvent]:
+        """Up to `max_records` decoded events; undecodable ones go to the dead-letter handler."""
+        out: list[LoggedEvent] = []
+        for msg in self._consumer.consume(max_records, timeout):
+            error = msg.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer error: %s", error)
+                continue
+            topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+            self._positions[(topic, partition)] = offset + 1
+            try:
+                decoded = self.codec.decode(msg.value() or b"")
+            except CodecError as exc:
+                self.dead_lettered += 1
+                log.error("undecodable record at %s[%d]@%d: %s", topic, partition, offset, exc)
+                if self._dead_letter is not None:
+                    self._dead_letter(msg, exc)
+                continue
+            key = msg.key()
+            out.append(LoggedEvent(decoded.name, key.decode() if key else None, decoded.record,
+                                   topic, partition, offset, dict(msg.headers() or [])))
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,44 @@
+"""What goes into the log and what comes out of it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from agl_events.topics import EVENT_TOPIC, Topic
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event decided by a command, not yet in the log. `record` holds the schema's fields."""
+
+    kind: str
+    key: str
+    record: dict[str, Any]
+
+    @property
+    def topic(self) -> Topic:
+        return EVENT_TOPIC[self.kind]
+
+
+def event(kind: str, key: str, time: float, producer_id: str, **fields: Any) -> NewEvent:
+    """Build a NewEvent with the header every schema carries (event id, decision time, producer)."""
+    return NewEvent(kind, key, {"event_id": new_event_id(), "time": time, "producer_id": producer_id, **fields})
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """An event as it sits in the log: decoded, with its position. The position makes replay idempotent."""
+
+    kind: str
+    key: str | None
+    record: dict[str, Any]
+    topic: str
+    partition: int
+    offset: int
+    headers: dict[str, bytes] = field(default_factory=dict)

@@ -1,0 +1,111 @@
+"""Appending events durably: a call returns only once Kafka has acknowledged every event (acks=all)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, Message
+
+from agl_events.events.codec import AvroCodec
+from agl_events.log.clients import make_producer
+from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.topics import topic_name
+
+
+class AppendError(RuntimeError):
+    """Kafka refused or lost an append; nothing was acknowledged for that event."""
+
+
+class EventWriter:
+    """One idempotent producer per process; a background thread serves its delivery callbacks."""
+
+    def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, producer_id: str,
+                 **producer_overrides: Any) -> None:
+        self.experiment = experiment
+        self.codec = codec
+        self.producer_id = producer_id
+        self._producer = make_producer(bootstrap, producer_id, **producer_overrides)
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name=f"{producer_id}-poll", daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.05)
+
+    def _produce(self, new: NewEvent, on_done: Callable[[KafkaError | None, Message | None], None]) -> None:
+        value = self.codec.encode(new.kind, new.record)
+        while True:
+            try:
+                self._producer.produce(topic_name(self.experiment, new.topic), value=value,
+                                       key=new.key.encode(), on_delivery=on_done)
+                return
+            except BufferError:  # local queue full: let deliveries drain, then retry
+                self._producer.poll(0.05)
+
+    def produce_raw(self, topic: str, value: bytes | None, key: bytes | None,
+                    headers: dict[str, bytes]) -> None:
+        """Fire-and-forget for the dead-letter path: bytes as they were, origin in headers."""
+        self._producer.produce(topic, value=value, key=key, headers=list(headers.items()))
+
+    async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
+        """Append in order and wait until every event is durable; returns them with their offsets."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[LoggedEvent]] = []
+        for new in events:
+            future: asyncio.Future[LoggedEvent] = loop.create_future()
+            futures.append(future)
+            self._produce(new, self._resolver(new, lambda f, r: loop.call_soon_threadsafe(_settle, f, r), future))
+        return list(await asyncio.gather(*futures))
+
+    def append_sync(self, events: Sequence[NewEvent], timeout: float = 30.0) -> list[LoggedEvent]:
+        """Blocking form of `append`, for scripts and the CLI."""
+        results: list[LoggedEvent | BaseException | None] = [None] * len(events)
+        done = threading.Semaphore(0)
+
+        def settle(index: int, result: LoggedEvent | BaseException) -> None:
+            results[index] = result
+            done.release()
+
+        for index, new in enumerate(events):
+            self._produce(new, self._resolver(new, lambda i, r: settle(i, r), index))
+        for _ in events:
+            if not done.acquire(timeout=timeout):
+                raise AppendError(f"no acknowledgement from Kafka within {timeout}s")
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return [r for r in results if isinstance(r, LoggedEvent)]
+
+    @staticmethod
+    def _resolver(new: NewEvent, deliver: Callable[[Any, LoggedEvent | BaseException], None], token: Any
+                  ) -> Callable[[KafkaError | None, Message | None], None]:
+        def on_delivery(err: KafkaError | None, msg: Message | None) -> None:
+            if err is not None or msg is None:
+                deliver(token, AppendError(f"append of {new.kind} for {new.key} failed: {err}"))
+                return
+            deliver(token, LoggedEvent(new.kind, new.key, new.record, msg.topic() or "",
+                                       msg.partition() or 0, msg.offset() or 0))
+
+        return on_delivery
+
+    def flush(self, timeout: float = 30.0) -> None:
+        self._producer.flush(timeout)
+
+    def close(self) -> None:
+        """Flush what is pending, then stop the poll thread."""
+        self._producer.flush(30.0)
+        self._closed.set()
+        self._poller.join(timeout=5)
+
+
+def _settle(future: asyncio.Future[LoggedEvent], result: LoggedEvent | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
