@@ -1,0 +1,39 @@
+"""What a reducer returns: the keys to write (None deletes), computed from reads of the current view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agl_events.reducers import keys
+
+Read = Callable[[str], Any]
+Changes = dict[str, Any]
+
+
+class Pending:
+    """Reads that see the changes already decided for this event, so reducers compose."""
+
+    def __init__(self, read: Read) -> None:
+        self._read = read
+        self.changes: Changes = {}
+
+    def get(self, key: str) -> Any:
+        return self.changes[key] if key in self.changes else self._read(key)
+
+    def put(self, key: str, value: Any) -> None:
+        self.changes[key] = value
+
+    def delete(self, key: str) -> None:
+        self.changes[key] = None
+
+    def create(self, key: str, value: Any, entity: str) -> None:
+        """Put `value`, counting a new entity only when the key did not exist (re-applying counts nothing)."""
+        if self.get(key) is None:
+            self.put(keys.count(entity), (self.get(keys.count(entity)) or 0) + 1)
+        self.put(key, value)
+
+    def chmax(self, key: str, value: int) -> None:
+        current = self.get(key)
+        if current is None or value > current:
+            self.put(key, value)

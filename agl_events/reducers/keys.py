@@ -1,0 +1,74 @@
+"""The key space of the store's view. One flat, ordered key-value space (RocksDB or a dict).
+
+Keys sort so that prefix scans return what queries need in order: a rollout's attempts by sequence
+id, its spans by span sequence id, the queue by queue position.
+"""
+
+from __future__ import annotations
+
+
+def rollout(rid: str) -> str:
+    return f"r/{rid}"
+
+
+def attempt(rid: str, seq: int) -> str:
+    return f"a/{rid}/{seq:010d}"
+
+
+def attempts_of(rid: str) -> str:
+    return f"a/{rid}/"
+
+
+def attempt_index(rid: str, aid: str) -> str:
+    return f"ai/{rid}/{aid}"
+
+
+def span(rid: str, seq: int, aid: str, sid: str) -> str:
+    return f"s/{rid}/{seq:016d}/{aid}/{sid}"
+
+
+def spans_of(rid: str) -> str:
+    return f"s/{rid}/"
+
+
+def span_seen(rid: str, aid: str, sid: str) -> str:
+    return f"sd/{rid}/{aid}/{sid}"
+
+
+def span_counter(rid: str) -> str:
+    return f"sc/{rid}"
+
+
+def queue_entry(queue_seq: int) -> str:
+    return f"q/{queue_seq:016d}"
+
+
+def queued(rid: str) -> str:
+    return f"qm/{rid}"
+
+
+def active(rid: str) -> str:
+    """Present while the rollout is preparing or running: what the watchdog has to look at."""
+    return f"x/{rid}"
+
+
+def resources(resources_id: str) -> str:
+    return f"res/{resources_id}"
+
+
+def worker(wid: str) -> str:
+    return f"w/{wid}"
+
+
+def count(entity: str) -> str:
+    return f"n/{entity}"
+
+
+ROLLOUTS = "r/"
+ACTIVE = "x/"
+QUEUE = "q/"
+RESOURCES = "res/"
+WORKERS = "w/"
+LATEST_RESOURCES = "meta/latest_resources"
+QUEUE_SEQ = "meta/queue_seq"
+POSITIONS = "meta/pos/"

@@ -1,0 +1,61 @@
+"""Folding rollout events: the rollout records and the global FIFO queue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agl_events.events.convert import rollout_from_record
+from agl_events.reducers import keys
+from agl_events.reducers.changes import Pending
+from agl_events.types import QUEUING_STATUSES, RUNNING_STATUSES
+
+
+def _sync_queue(view: Pending, rid: str, status: str, queue_seq: int | None) -> None:
+    """The queue holds exactly the rollouts that are queuing or requeuing, in the order they entered it.
+
+    The active index holds exactly the preparing and running ones, which the watchdog scans.
+    """
+    if status in RUNNING_STATUSES:
+        view.put(keys.active(rid), 1)
+    elif view.get(keys.active(rid)) is not None:
+        view.delete(keys.active(rid))
+    current = view.get(keys.queued(rid))
+    if status not in QUEUING_STATUSES:
+        if current is not None:
+            view.delete(keys.queue_entry(current))
+            view.delete(keys.queued(rid))
+        return
+    if queue_seq is not None and current is None:
+        view.put(keys.queue_entry(queue_seq), rid)
+        view.put(keys.queued(rid), queue_seq)
+        view.chmax(keys.QUEUE_SEQ, queue_seq)
+
+
+def rollout_enqueued(view: Pending, record: dict[str, Any]) -> None:
+    rollout = rollout_from_record(record["rollout"])
+    view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
+    _sync_queue(view, rollout["rollout_id"], rollout["status"], record["queue_seq"])
+
+
+def rollout_started(view: Pending, record: dict[str, Any]) -> None:
+    rollout = rollout_from_record(record["rollout"])
+    view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
+    _sync_queue(view, rollout["rollout_id"], rollout["status"], None)
+
+
+def rollout_updated(view: Pending, record: dict[str, Any]) -> None:
+    rollout = rollout_from_record(record["rollout"])
+    view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
+    _sync_queue(view, rollout["rollout_id"], rollout["status"], record["queue_seq"])
+
+
+def rollout_status_changed(view: Pending, record: dict[str, Any]) -> None:
+    rid = record["rollout_id"]
+    rollout = view.get(keys.rollout(rid))
+    if rollout is None:  # its creation is not in this view (retention): nothing to change
+        return
+    changed = {**rollout, "status": record["status"]}
+    if record["end_time"] is not None:
+        changed["end_time"] = record["end_time"]
+    view.put(keys.rollout(rid), changed)
+    _sync_queue(view, rid, record["status"], record["queue_seq"])

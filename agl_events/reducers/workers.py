@@ -1,0 +1,36 @@
+"""Folding worker events into worker records (upserts: a worker exists once anything is said of it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from agl_events.reducers import keys
+from agl_events.reducers.changes import Pending
+
+
+def _worker(view: Pending, wid: str) -> dict[str, Any]:
+    return view.get(keys.worker(wid)) or {
+        "worker_id": wid, "status": "unknown", "heartbeat_stats": None, "last_heartbeat_time": None,
+        "last_dequeue_time": None, "last_busy_time": None, "last_idle_time": None,
+        "current_rollout_id": None, "current_attempt_id": None,
+    }
+
+
+def worker_heartbeat(view: Pending, record: dict[str, Any]) -> None:
+    worker = {**_worker(view, record["worker_id"]), "last_heartbeat_time": record["time"]}
+    if record["stats_given"]:
+        stats = record["heartbeat_stats_json"]
+        worker["heartbeat_stats"] = None if stats is None else orjson.loads(stats)
+    view.create(keys.worker(record["worker_id"]), worker, "workers")
+
+
+def worker_status_changed(view: Pending, record: dict[str, Any]) -> None:
+    worker = {**_worker(view, record["worker_id"]), "status": record["status"],
+              "current_rollout_id": record["current_rollout_id"],
+              "current_attempt_id": record["current_attempt_id"]}
+    for field in ("last_dequeue_time", "last_busy_time", "last_idle_time"):
+        if record[field] is not None:
+            worker[field] = record[field]
+    view.create(keys.worker(record["worker_id"]), worker, "workers")

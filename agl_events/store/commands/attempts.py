@@ -1,0 +1,114 @@
+"""Attempt decisions: creating attempts, updating them, propagating to the rollout, and the watchdog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agl_events.events.convert import attempt_record
+from agl_events.store.base import UNSET
+from agl_events.store.commands.workers import sync_worker_with_attempt
+from agl_events.store.context import DecisionContext, new_attempt_id
+from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, RUNNING_STATUSES, Attempt
+
+
+def rollout_status_from_attempt(attempt: dict[str, Any], config: dict[str, Any]) -> str:
+    """Upstream's rule: a failed try becomes requeuing while retries remain and the condition matches."""
+    status = attempt["status"]
+    if status in ("preparing", "running", "succeeded"):
+        return status
+    if status in config["retry_condition"] and attempt["sequence_id"] < config["max_attempts"]:
+        return "requeuing"
+    return "failed"
+
+
+def set_rollout_status(ctx: DecisionContext, rid: str, status: str, cause: str) -> None:
+    """Change a rollout's status: terminal states stamp end_time; queuing states re-enter the queue."""
+    rollout = ctx.rollout(rid)
+    assert rollout is not None
+    ctx.emit("RolloutStatusChanged", rid, rollout_id=rid, status=status, previous_status=rollout["status"],
+             end_time=ctx.now if status in FINISHED_STATUSES else None,
+             queue_seq=ctx.next_queue_seq() if status in QUEUING_STATUSES else None, cause=cause)
+
+
+def create_attempt(ctx: DecisionContext, rid: str, worker_id: str | None) -> dict[str, Any]:
+    attempt = {
+        "rollout_id": rid, "attempt_id": new_attempt_id(), "sequence_id": len(ctx.attempts(rid)) + 1,
+        "start_time": ctx.now, "end_time": None, "status": "preparing", "worker_id": worker_id,
+        "last_heartbeat_time": None, "metadata": None,
+    }
+    ctx.emit("AttemptCreated", rid, attempt=attempt_record(attempt))
+    return attempt
+
+
+def update_attempt(ctx: DecisionContext, rid: str, aid: str, status: Any = UNSET, worker_id: Any = UNSET,
+                   last_heartbeat_time: Any = UNSET, metadata: Any = UNSET, cause: str = "attempt"
+                   ) -> dict[str, Any]:
+    rollout = ctx.rollout(rid)
+    if rollout is None:
+        raise ValueError(f"Rollout {rid} not found")
+    latest = ctx.latest_attempt(rid)
+    if latest is None:
+        raise ValueError(f"No attempts found for rollout {rid}")
+    attempt = latest if aid == "latest" else ctx.attempt(rid, aid)
+    if attempt is None:
+        raise ValueError(f"Attempt {aid} not found for rollout {rid}")
+    attempt = dict(attempt)
+    changed: list[str] = []
+    sync_worker = False
+    if worker_id is not UNSET:
+        attempt["worker_id"] = worker_id
+        changed.append("worker_id")
+        sync_worker = bool(worker_id)
+    if status is not UNSET:
+        attempt["status"] = status
+        changed.append("status")
+        if status in ("failed", "succeeded"):
+            attempt["end_time"] = ctx.now
+            changed.append("end_time")
+        sync_worker = sync_worker or bool(attempt["worker_id"])
+    if last_heartbeat_time is not UNSET:
+        attempt["last_heartbeat_time"] = last_heartbeat_time
+        changed.append("last_heartbeat_time")
+    if metadata is not UNSET:
+        attempt["metadata"] = metadata
+        changed.append("metadata")
+    attempt = Attempt.model_validate(attempt).model_dump()
+    ctx.emit("AttemptUpdated", rid, attempt=attempt_record(attempt), changed=changed)
+    if attempt["attempt_id"] == latest["attempt_id"]:
+        derived = rollout_status_from_attempt(attempt, rollout["config"])
+        if derived != rollout["status"]:
+            set_rollout_status(ctx, rid, derived, cause)
+    if sync_worker:
+        sync_worker_with_attempt(ctx, attempt)
+    return attempt
+
+
+def unhealthy_verdict(attempt: dict[str, Any], config: dict[str, Any], now: float) -> str | None:
+    """Upstream's watchdog rule, evaluated on the store's clock."""
+    timeout, unresponsive = config["timeout_seconds"], config["unresponsive_seconds"]
+    if timeout is not None and now - attempt["start_time"] > timeout:
+        return "timeout"
+    if unresponsive is not None:
+        since = attempt["last_heartbeat_time"] if attempt["last_heartbeat_time"] is not None else attempt["start_time"]
+        if now - since > unresponsive:
+            return "unresponsive"
+    return None
+
+
+def scan_unhealthy(ctx: DecisionContext, rollouts: list[dict[str, Any]]) -> int:
+    """Mark the latest attempt of each running rollout that timed out or went silent; returns how many."""
+    marked = 0
+    for rollout in rollouts:
+        if rollout["status"] not in RUNNING_STATUSES:
+            continue
+        config = rollout["config"]
+        if config["timeout_seconds"] is None and config["unresponsive_seconds"] is None:
+            continue
+        attempt = ctx.latest_attempt(rollout["rollout_id"])
+        if attempt is None or attempt["status"] in ("timeout", "unresponsive", "failed", "succeeded"):
+            continue
+        verdict = unhealthy_verdict(attempt, config, ctx.now)
+        if verdict is not None:
+            update_attempt(ctx, rollout["rollout_id"], attempt["attempt_id"], status=verdict, cause="watchdog")
+            marked += 1
+    return marked

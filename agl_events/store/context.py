@@ -1,0 +1,119 @@
+"""What a command decides with: a consistent read of the view plus the events decided so far.
+
+Commands are synchronous functions of a DecisionContext. Each emitted event is folded into the
+context's overlay at once, so later reads in the same command, and later commands of the same commit
+batch, see it. Nothing reaches the real view until the events are durable in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import uuid
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from agl_events.log.records import NewEvent, event
+from agl_events.reducers import keys, reduce
+from agl_events.views.store_view import StoreView
+
+_DELETED = object()
+
+
+def _hex_id(length: int) -> str:
+    return hashlib.sha1(uuid.uuid4().bytes).hexdigest()[:length]
+
+
+def new_rollout_id() -> str:
+    return f"ro-{_hex_id(12)}"
+
+
+def new_attempt_id() -> str:
+    return f"at-{_hex_id(8)}"
+
+
+def new_resources_id() -> str:
+    return f"rs-{_hex_id(12)}"
+
+
+class Readable(Protocol):
+    def get(self, key: str) -> Any: ...
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]: ...
+
+
+class DecisionContext:
+    """Reads through an overlay of decided-but-not-yet-logged changes; collects the events to append.
+
+    `base` is the view, or the context of the commands decided before this one in the same commit
+    batch; `absorb` folds a successful child back, and a failed child is simply dropped.
+    """
+
+    def __init__(self, base: StoreView | Readable, now: float, producer_id: str) -> None:
+        self.view = base
+        self.now = now
+        self.producer_id = producer_id
+        self.overlay: dict[str, Any] = {}
+        self.events: list[NewEvent] = []
+
+    # -- reads ---------------------------------------------------------------------------------
+    def get(self, key: str) -> Any:
+        if key in self.overlay:
+            value = self.overlay[key]
+            return None if value is _DELETED else value
+        return self.view.get(key)
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        """Ordered scan of the view merged with the overlay (overlay wins, deletions hidden)."""
+        mine = sorted((k, v) for k, v in self.overlay.items() if k.startswith(prefix))
+        theirs = ((k, v) for k, v in self.view.scan(prefix) if k not in self.overlay)
+        for key, value in heapq.merge(mine, theirs, key=lambda kv: kv[0]):
+            if value is not _DELETED:
+                yield key, value
+
+    def tick(self) -> float:
+        """A creation time strictly after the previous one, so creation order survives sorting by time."""
+        self.now += 1e-6
+        return self.now
+
+    def child(self, now: float) -> DecisionContext:
+        return DecisionContext(self, now, self.producer_id)
+
+    def absorb(self, child: DecisionContext) -> None:
+        self.overlay.update(child.overlay)
+        self.events.extend(child.events)
+        self.now = max(self.now, child.now)
+
+    # -- writes --------------------------------------------------------------------------------
+    def emit(self, kind: str, key: str, **fields: Any) -> NewEvent:
+        new = event(kind, key, self.now, self.producer_id, **fields)
+        for changed, value in reduce(self.get, kind, new.record).items():
+            self.overlay[changed] = _DELETED if value is None else value
+        self.events.append(new)
+        return new
+
+    # -- entities --------------------------------------------------------------------------------
+    def rollout(self, rid: str) -> dict[str, Any] | None:
+        return self.get(keys.rollout(rid))
+
+    def attempts(self, rid: str) -> list[dict[str, Any]]:
+        return [a for _, a in self.scan(keys.attempts_of(rid))]
+
+    def latest_attempt(self, rid: str) -> dict[str, Any] | None:
+        found = None
+        for _, attempt in self.scan(keys.attempts_of(rid)):
+            found = attempt
+        return found
+
+    def attempt(self, rid: str, aid: str) -> dict[str, Any] | None:
+        seq = self.get(keys.attempt_index(rid, aid))
+        return None if seq is None else self.get(keys.attempt(rid, seq))
+
+    def worker(self, wid: str) -> dict[str, Any] | None:
+        return self.get(keys.worker(wid))
+
+    def latest_resources_id(self) -> str | None:
+        return self.get(keys.LATEST_RESOURCES)
+
+    def next_queue_seq(self) -> int:
+        return (self.get(keys.QUEUE_SEQ) or 0) + 1

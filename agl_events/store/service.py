@@ -1,0 +1,387 @@
+"""The event-sourced LightningStore: commands decided by the committer, queries answered from the view.
+
+Backends (in-memory, Kafka) supply only the log and the view storage; all behaviour lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+
+from agl_events.log.records import LoggedEvent
+from agl_events.reducers import keys
+from agl_events.store import queries as q
+from agl_events.store.base import UNSET, LightningStoreCapabilities
+from agl_events.store.commands import attempts as attempt_cmds
+from agl_events.store.commands import resources as resource_cmds
+from agl_events.store.commands import rollouts as rollout_cmds
+from agl_events.store.commands import spans as span_cmds
+from agl_events.store.commands import workers as worker_cmds
+from agl_events.store.committer import Committer, EventLog
+from agl_events.store.context import DecisionContext
+from agl_events.types import (
+    FINISHED_STATUSES,
+    Attempt,
+    AttemptedRollout,
+    EnqueueRolloutRequest,
+    NamedResources,
+    PaginatedResult,
+    ResourcesUpdate,
+    Rollout,
+    RolloutConfig,
+    Span,
+    Worker,
+)
+from agl_events.views.store_view import StoreView
+
+log = logging.getLogger(__name__)
+
+_FINISHING_KINDS = {"RolloutStatusChanged", "RolloutUpdated"}
+
+
+class EventSourcedStore:
+    """Agent Lightning 0.3.0's LightningStore semantics over an event log and a folded view."""
+
+    def __init__(self, log_: EventLog, view: StoreView, *, producer_id: str = "store",
+                 scan_debounce_seconds: float = 10.0, clock: Callable[[], float] = time.time) -> None:
+        self.view = view
+        self._clock = clock
+        self._debounce = scan_debounce_seconds
+        self._last_scan: float | None = None
+        self._started = clock()
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._committer = Committer(log_, view, producer_id, self.notify_applied, clock)
+
+    # -- plumbing -------------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return {"thread_safe": False, "async_safe": True, "zero_copy": True, "otlp_traces": False}
+
+    def notify_applied(self, events: list[LoggedEvent]) -> None:
+        """Wake `wait_for_rollouts` callers whose rollout just finished (own events or read from the log)."""
+        if not self._waiters:
+            return
+        for event in events:
+            if event.kind in _FINISHING_KINDS and event.key in self._waiters:
+                rollout = self.view.get(keys.rollout(event.key))
+                if rollout is not None and rollout["status"] in FINISHED_STATUSES:
+                    for future in self._waiters.pop(event.key):
+                        if not future.done():
+                            future.set_result(None)
+
+    async def _decide(self, command: Callable[[DecisionContext], Any]) -> Any:
+        return await self._committer.run(command)
+
+    async def healthcheck(self) -> None:
+        """The watchdog, lazily before most calls as upstream, at most once per debounce period."""
+        now = self._clock()
+        if self._last_scan is not None and now - self._last_scan < self._debounce:
+            return
+        self._last_scan = now
+        await self.scan_unhealthy()
+
+    async def scan_unhealthy(self) -> int:
+        active = [rid[len(keys.ACTIVE):] for rid, _ in self.view.scan(keys.ACTIVE)]
+        if not active:
+            return 0
+
+        def scan(ctx: DecisionContext) -> int:
+            rollouts = [r for r in (ctx.rollout(rid) for rid in active) if r is not None]
+            return attempt_cmds.scan_unhealthy(ctx, rollouts)
+
+        return await self._decide(scan)
+
+    async def close(self) -> None:
+        await self._committer.close()
+
+    # -- reads helpers ----------------------------------------------------------------------------
+    def _latest_attempt(self, rid: str) -> dict[str, Any] | None:
+        found = None
+        for _, attempt in self.view.scan(keys.attempts_of(rid)):
+            found = attempt
+        return found
+
+    def _with_attempt(self, rollout: dict[str, Any]) -> Rollout | AttemptedRollout:
+        attempt = self._latest_attempt(rollout["rollout_id"])
+        if attempt is None:
+            return Rollout.model_validate(rollout)
+        return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+    # -- rollouts ------------------------------------------------------------------------------------
+    async def start_rollout(self, input: Any, mode: Any = None, resources_id: str | None = None,
+                            config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None,
+                            worker_id: str | None = None) -> AttemptedRollout:
+        await self.healthcheck()
+        rollout, attempt = await self._decide(lambda ctx: rollout_cmds.start_rollout(
+            ctx, input, mode, resources_id, config, metadata, worker_id))
+        return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+    async def enqueue_rollout(self, input: Any, mode: Any = None, resources_id: str | None = None,
+                              config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None
+                              ) -> Rollout:
+        await self.healthcheck()
+        rollout = await self._decide(lambda ctx: rollout_cmds.enqueue_rollout(
+            ctx, input, mode, resources_id, config, metadata))
+        return Rollout.model_validate(rollout)
+
+    async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
+        await self.healthcheck()
+
+        def enqueue_all(ctx: DecisionContext) -> list[dict[str, Any]]:
+            latest = ctx.latest_resources_id()  # resolved once per batch, as upstream
+            return [rollout_cmds.enqueue_rollout(ctx, r.input, r.mode, r.resources_id or latest, r.config,
+                                                 r.metadata) for r in rollouts]
+
+        return [Rollout.model_validate(r) for r in await self._decide(enqueue_all)]
+
+    async def dequeue_rollout(self, worker_id: str | None = None) -> AttemptedRollout | None:
+        claimed = await self.dequeue_many_rollouts(limit=1, worker_id=worker_id)
+        return claimed[0] if claimed else None
+
+    async def dequeue_many_rollouts(self, *, limit: int = 1, worker_id: str | None = None
+                                    ) -> Sequence[AttemptedRollout]:
+        await self.healthcheck()
+        if limit <= 0:
+            return []
+        claimed = await self._decide(lambda ctx: rollout_cmds.dequeue_rollouts(ctx, limit, worker_id))
+        return [AttemptedRollout.model_validate({**rollout, "attempt": attempt}) for rollout, attempt in claimed]
+
+    async def start_attempt(self, rollout_id: str, worker_id: str | None = None) -> AttemptedRollout:
+        await self.healthcheck()
+        rollout, attempt = await self._decide(lambda ctx: rollout_cmds.start_attempt(ctx, rollout_id, worker_id))
+        return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+    async def update_rollout(self, rollout_id: str, input: Any = UNSET, mode: Any = UNSET,
+                             resources_id: Any = UNSET, status: Any = UNSET, config: Any = UNSET,
+                             metadata: Any = UNSET) -> Rollout:
+        await self.healthcheck()
+        rollout = await self._decide(lambda ctx: rollout_cmds.update_rollout(
+            ctx, rollout_id, input=input, mode=mode, resources_id=resources_id, status=status, config=config,
+            metadata=metadata))
+        return Rollout.model_validate(rollout)
+
+    async def get_rollout_by_id(self, rollout_id: str) -> Rollout | AttemptedRollout | None:
+        await self.healthcheck()
+        rollout = self.view.get(keys.rollout(rollout_id))
+        return None if rollout is None else self._with_attempt(rollout)
+
+    async def query_rollouts(self, *, status_in: Sequence[str] | None = None,
+                             rollout_id_in: Sequence[str] | None = None, rollout_id_contains: str | None = None,
+                             filter_logic: str = "and", sort_by: str | None = None, sort_order: str = "asc",
+                             limit: int = -1, offset: int = 0, status: Sequence[str] | None = None,
+                             rollout_ids: Sequence[str] | None = None
+                             ) -> PaginatedResult[Rollout | AttemptedRollout]:
+        if status is not None or rollout_ids is not None:
+            warnings.warn("status and rollout_ids are deprecated; use status_in and rollout_id_in",
+                          DeprecationWarning, stacklevel=2)
+        status_in = status_in if status_in is not None else status
+        rollout_id_in = rollout_id_in if rollout_id_in is not None else rollout_ids
+        await self.healthcheck()
+        conditions: list[q.Condition] = []
+        if status_in is not None:
+            conditions.append(q.within("status", status_in))
+        if rollout_id_in is not None:
+            conditions.append(q.within("rollout_id", rollout_id_in))
+        if rollout_id_contains is not None:
+            conditions.append(q.contains("rollout_id", rollout_id_contains))
+        candidates = self._rollout_candidates(rollout_id_in if filter_logic == "and" else None)
+        page, total = q.select(candidates, Rollout, conditions, filter_logic, [], sort_by or "start_time",
+                               sort_order if sort_by else "asc", limit, offset)
+        return PaginatedResult(items=[self._with_attempt(r) for r in page], limit=limit, offset=offset,
+                               total=total)
+
+    def _rollout_candidates(self, ids: Sequence[str] | None) -> list[dict[str, Any]]:
+        """Point reads when the ids are known (and ANDed), else a scan of all rollouts."""
+        if ids is not None:
+            found = (self.view.get(keys.rollout(rid)) for rid in dict.fromkeys(ids))
+            return [r for r in found if r is not None]
+        return [r for _, r in self.view.scan(keys.ROLLOUTS)]
+
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: float | None = None) -> list[Rollout]:
+        """Return the finished ones among `rollout_ids` as soon as each finishes, or at the deadline."""
+        await self.healthcheck()
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[None]] = []
+        for rid in dict.fromkeys(rollout_ids):
+            rollout = self.view.get(keys.rollout(rid))
+            if rollout is not None and rollout["status"] not in FINISHED_STATUSES:
+                future: asyncio.Future[None] = loop.create_future()
+                self._waiters.setdefault(rid, []).append(future)
+                futures.append(future)
+        if futures and (timeout is None or timeout > 0):
+            try:
+                await asyncio.wait(futures, timeout=timeout)
+            finally:
+                for future in futures:
+                    future.cancel()
+                self._drop_cancelled_waiters()
+        finished = []
+        for rid in rollout_ids:
+            rollout = self.view.get(keys.rollout(rid))
+            if rollout is not None and rollout["status"] in FINISHED_STATUSES:
+                finished.append(Rollout.model_validate(rollout))
+        return finished
+
+    def _drop_cancelled_waiters(self) -> None:
+        for rid in list(self._waiters):
+            alive = [f for f in self._waiters[rid] if not f.done()]
+            if alive:
+                self._waiters[rid] = alive
+            else:
+                del self._waiters[rid]
+
+    # -- attempts -----------------------------------------------------------------------------------
+    async def query_attempts(self, rollout_id: str, *, sort_by: str | None = "sequence_id",
+                             sort_order: str = "asc", limit: int = -1, offset: int = 0
+                             ) -> PaginatedResult[Attempt]:
+        await self.healthcheck()
+        attempts = [a for _, a in self.view.scan(keys.attempts_of(rollout_id))]
+        page, total = q.select(attempts, Attempt, [], "and", [], sort_by, sort_order, limit, offset)
+        return PaginatedResult(items=[Attempt.model_validate(a) for a in page], limit=limit, offset=offset,
+                               total=total)
+
+    async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
+        await self.healthcheck()
+        attempt = self._latest_attempt(rollout_id)
+        return None if attempt is None else Attempt.model_validate(attempt)
+
+    async def update_attempt(self, rollout_id: str, attempt_id: str, status: Any = UNSET,
+                             worker_id: Any = UNSET, last_heartbeat_time: Any = UNSET,
+                             metadata: Any = UNSET) -> Attempt:
+        await self.healthcheck()
+        attempt = await self._decide(lambda ctx: attempt_cmds.update_attempt(
+            ctx, rollout_id, attempt_id, status=status, worker_id=worker_id,
+            last_heartbeat_time=last_heartbeat_time, metadata=metadata))
+        return Attempt.model_validate(attempt)
+
+    # -- spans ----------------------------------------------------------------------------------------
+    async def add_span(self, span: Span) -> Span | None:
+        inserted = await self._decide(lambda ctx: span_cmds.add_spans(ctx, [span.model_dump(mode="json")]))
+        return span if inserted else None
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        if not spans:
+            return []
+        dumped = [s.model_dump(mode="json") for s in spans]
+        inserted = await self._decide(lambda ctx: span_cmds.add_spans(ctx, dumped))
+        return [spans[i] for i in inserted]
+
+    async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        return (await self.get_many_span_sequence_ids([(rollout_id, attempt_id)]))[0]
+
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
+        if not rollout_attempt_ids:
+            return []
+        pairs = [tuple(p) for p in rollout_attempt_ids]
+        return await self._decide(lambda ctx: span_cmds.allocate_sequence_ids(ctx, pairs))  # type: ignore[arg-type]
+
+    async def query_spans(self, rollout_id: str, attempt_id: str | None = None, *,
+                          trace_id: str | None = None, trace_id_contains: str | None = None,
+                          span_id: str | None = None, span_id_contains: str | None = None,
+                          parent_id: str | None = None, parent_id_contains: str | None = None,
+                          name: str | None = None, name_contains: str | None = None,
+                          filter_logic: Literal["and", "or"] = "and", limit: int = -1, offset: int = 0,
+                          sort_by: str | None = "sequence_id", sort_order: str = "asc") -> PaginatedResult[Span]:
+        await self.healthcheck()
+        must: list[q.Condition] = []
+        if attempt_id == "latest":
+            latest = self._latest_attempt(rollout_id)
+            if latest is None:
+                return PaginatedResult(items=[], limit=limit, offset=offset, total=0)
+            must.append(q.exact("attempt_id", latest["attempt_id"]))
+        elif attempt_id is not None:
+            must.append(q.exact("attempt_id", attempt_id))
+        conditions: list[q.Condition] = []
+        for field, value in (("trace_id", trace_id), ("span_id", span_id), ("parent_id", parent_id),
+                             ("name", name)):
+            if value is not None:
+                conditions.append(q.exact(field, value))
+        for field, value in (("trace_id", trace_id_contains), ("span_id", span_id_contains),
+                             ("parent_id", parent_id_contains), ("name", name_contains)):
+            if value is not None:
+                conditions.append(q.contains(field, value))
+        spans = [s for _, s in self.view.scan(keys.spans_of(rollout_id))]
+        page, total = q.select(spans, Span, conditions, filter_logic, must, sort_by, sort_order, limit, offset)
+        return PaginatedResult(items=[Span.model_validate(s) for s in page], limit=limit, offset=offset,
+                               total=total)
+
+    # -- resources ------------------------------------------------------------------------------------
+    async def add_resources(self, resources: dict[str, Any]) -> ResourcesUpdate:
+        dumped = _dump_resources(resources)
+        return ResourcesUpdate.model_validate(
+            await self._decide(lambda ctx: resource_cmds.add_resources(ctx, dumped)))
+
+    async def update_resources(self, resources_id: str, resources: dict[str, Any]) -> ResourcesUpdate:
+        await self.healthcheck()
+        dumped = _dump_resources(resources)
+        return ResourcesUpdate.model_validate(
+            await self._decide(lambda ctx: resource_cmds.update_resources(ctx, resources_id, dumped)))
+
+    async def get_resources_by_id(self, resources_id: str) -> ResourcesUpdate | None:
+        found = self.view.get(keys.resources(resources_id))
+        return None if found is None else ResourcesUpdate.model_validate(found)
+
+    async def get_latest_resources(self) -> ResourcesUpdate | None:
+        latest = self.view.get(keys.LATEST_RESOURCES)
+        return None if latest is None else await self.get_resources_by_id(latest)
+
+    async def query_resources(self, *, resources_id: str | None = None, resources_id_contains: str | None = None,
+                              sort_by: str | None = None, sort_order: str = "asc", limit: int = -1,
+                              offset: int = 0) -> PaginatedResult[ResourcesUpdate]:
+        conditions: list[q.Condition] = []
+        if resources_id is not None:
+            conditions.append(q.exact("resources_id", resources_id))
+        if resources_id_contains is not None:
+            conditions.append(q.contains("resources_id", resources_id_contains))
+        snapshots = [s for _, s in self.view.scan(keys.RESOURCES)]
+        page, total = q.select(snapshots, ResourcesUpdate, conditions, "and", [], sort_by or "create_time",
+                               sort_order if sort_by else "asc", limit, offset)
+        return PaginatedResult(items=[ResourcesUpdate.model_validate(s) for s in page], limit=limit,
+                               offset=offset, total=total)
+
+    # -- workers ----------------------------------------------------------------------------------------
+    async def update_worker(self, worker_id: str, heartbeat_stats: Any = UNSET) -> Worker:
+        if heartbeat_stats is None:
+            raise TypeError("heartbeat_stats must be a mapping, not None")
+        return Worker.model_validate(
+            await self._decide(lambda ctx: worker_cmds.update_worker(ctx, worker_id, heartbeat_stats)))
+
+    async def get_worker_by_id(self, worker_id: str) -> Worker | None:
+        found = self.view.get(keys.worker(worker_id))
+        return None if found is None else Worker.model_validate(found)
+
+    async def query_workers(self, *, status_in: Sequence[str] | None = None, worker_id_contains: str | None = None,
+                            filter_logic: str = "and", sort_by: str | None = None, sort_order: str = "asc",
+                            limit: int = -1, offset: int = 0) -> PaginatedResult[Worker]:
+        await self.healthcheck()
+        conditions: list[q.Condition] = []
+        if status_in is not None:
+            conditions.append(q.within("status", status_in))
+        if worker_id_contains is not None:
+            conditions.append(q.contains("worker_id", worker_id_contains))
+        workers = [w for _, w in self.view.scan(keys.WORKERS)]
+        page, total = q.select(workers, Worker, conditions, filter_logic, [], sort_by, sort_order, limit, offset)
+        return PaginatedResult(items=[Worker.model_validate(w) for w in page], limit=limit, offset=offset,
+                               total=total)
+
+    # -- statistics -------------------------------------------------------------------------------------
+    async def statistics(self) -> dict[str, Any]:
+        counts = {entity: self.view.get(keys.count(entity)) or 0
+                  for entity in ("rollouts", "attempts", "spans", "resources", "workers")}
+        return {"name": type(self).__name__, **{f"total_{k}": v for k, v in counts.items()},
+                "uptime": self._clock() - self._started}
+
+
+_NAMED_RESOURCES = TypeAdapter(NamedResources)
+
+
+def _dump_resources(resources: dict[str, Any]) -> dict[str, Any]:
+    """Validate NamedResources (models or plain dicts) into JSON-ready dicts."""
+    plain = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in resources.items()}
+    return _NAMED_RESOURCES.dump_python(_NAMED_RESOURCES.validate_python(plain), mode="json")

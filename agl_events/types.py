@@ -1,0 +1,207 @@
+"""The data models of Agent Lightning 0.3.0's store, field for field, so JSON shapes match on the wire.
+
+Every layer shares these: commands take them, views return them, the REST server serializes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, Generic, Literal, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RolloutStatus = Literal["queuing", "preparing", "running", "failed", "succeeded", "cancelled", "requeuing"]
+AttemptStatus = Literal["preparing", "running", "failed", "succeeded", "unresponsive", "timeout"]
+WorkerStatus = Literal["idle", "busy", "unknown"]
+RolloutMode = Literal["train", "val", "test"]
+StatusCode = Literal["UNSET", "OK", "ERROR"]
+
+QUEUING_STATUSES: frozenset[str] = frozenset({"queuing", "requeuing"})
+RUNNING_STATUSES: frozenset[str] = frozenset({"preparing", "running"})
+FINISHED_STATUSES: frozenset[str] = frozenset({"failed", "succeeded", "cancelled"})
+
+AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
+Attributes = dict[str, AttributeValue]
+
+
+class RolloutConfig(BaseModel):
+    timeout_seconds: float | None = None
+    unresponsive_seconds: float | None = None
+    max_attempts: int = Field(default=1, ge=1)
+    retry_condition: list[AttemptStatus] = Field(default_factory=list)
+
+
+class Attempt(BaseModel):
+    rollout_id: str
+    attempt_id: str
+    sequence_id: int
+    start_time: float
+    end_time: float | None = None
+    status: AttemptStatus = "preparing"
+    worker_id: str | None = None
+    last_heartbeat_time: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Rollout(BaseModel):
+    rollout_id: str
+    input: Any
+    start_time: float
+    end_time: float | None = None
+    mode: RolloutMode | None = None
+    resources_id: str | None = None
+    status: RolloutStatus = "queuing"
+    config: RolloutConfig = Field(default_factory=RolloutConfig)
+    metadata: dict[str, Any] | None = None
+
+
+class AttemptedRollout(Rollout):
+    attempt: Attempt
+
+    @model_validator(mode="after")
+    def _same_rollout(self) -> AttemptedRollout:
+        if self.attempt.rollout_id != self.rollout_id:
+            raise ValueError("Inconsistent rollout_id between Rollout and Attempt")
+        return self
+
+
+class EnqueueRolloutRequest(BaseModel):
+    input: Any
+    mode: RolloutMode | None = None
+    resources_id: str | None = None
+    config: RolloutConfig | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Worker(BaseModel):
+    worker_id: str
+    status: WorkerStatus = "unknown"
+    heartbeat_stats: dict[str, Any] | None = None
+    last_heartbeat_time: float | None = None
+    last_dequeue_time: float | None = None
+    last_busy_time: float | None = None
+    last_idle_time: float | None = None
+    current_rollout_id: str | None = None
+    current_attempt_id: str | None = None
+
+
+class SpanContext(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    trace_id: str
+    span_id: str
+    is_remote: bool
+    trace_state: dict[str, str]
+
+
+class TraceStatus(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    status_code: StatusCode
+    description: str | None = None
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    attributes: Attributes
+    timestamp: float | None = None
+
+
+class Link(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    context: SpanContext
+    attributes: Attributes | None = None
+
+
+class OtelResource(BaseModel):
+    attributes: Attributes
+    schema_url: str
+
+
+class Span(BaseModel):
+    """A span as Agent Lightning stores it. Unknown fields are kept (extra='allow'), as upstream."""
+
+    model_config = ConfigDict(extra="allow")
+    rollout_id: str
+    attempt_id: str
+    sequence_id: int
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    status: TraceStatus
+    attributes: Attributes
+    events: list[Event]
+    links: list[Link]
+    start_time: float | None
+    end_time: float | None
+    context: SpanContext | None
+    parent: SpanContext | None
+    resource: OtelResource
+
+
+class Resource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    resource_type: str
+
+
+class LLM(Resource):
+    resource_type: Literal["llm"] = "llm"
+    endpoint: str
+    model: str
+    api_key: str | None = None
+    sampling_parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProxyLLM(LLM):
+    resource_type: Literal["proxy_llm"] = "proxy_llm"  # type: ignore[assignment]
+
+
+class PromptTemplate(Resource):
+    resource_type: Literal["prompt_template"] = "prompt_template"
+    template: str
+    engine: Literal["jinja", "f-string", "poml"]
+
+
+ResourceUnion = Annotated[LLM | ProxyLLM | PromptTemplate, Field(discriminator="resource_type")]
+NamedResources = dict[str, ResourceUnion]
+
+
+class ResourcesUpdate(BaseModel):
+    resources_id: str
+    create_time: float
+    update_time: float
+    version: int
+    resources: NamedResources
+
+
+T = TypeVar("T")
+
+
+class PaginatedResult(BaseModel, Sequence[T], Generic[T]):  # type: ignore[misc]
+    """A page of results that behaves as a sequence and says where it sits in the whole."""
+
+    items: Sequence[T]
+    limit: int
+    offset: int
+    total: int
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        return self.items[index]
+
+    def __iter__(self) -> Iterator[T]:  # type: ignore[override]
+        return iter(self.items)
+
+    def __repr__(self) -> str:
+        first = repr(self.items[0]) if self.items else "empty"
+        items = f"[{first}, ...]" if len(self.items) > 1 else first
+        window = f"{self.offset}:" if self.limit == -1 else f"{self.offset}:{self.offset + self.limit}"
+        return f"<PaginatedResult ({window} of {self.total}) {items}>"

@@ -1,0 +1,86 @@
+"""The store's view: folds logged events into a KeyValue, remembering how far into each partition it got."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from agl_events.log.records import LoggedEvent
+from agl_events.reducers import keys, reduce
+from agl_events.views.kv import KeyValue
+
+Position = tuple[str, int]
+
+
+class StoreView:
+    """Applies events idempotently and answers point reads and ordered scans.
+
+    Two ways in: `apply_own` for events this process just appended, so that a caller reads its own
+    writes at once, and `apply_logged` for events read back from the log in order, which advances the
+    stored positions and skips offsets already applied. When the reader reaches an event this process
+    already applied, it only advances the position: folding it again could briefly roll the view back
+    to an older state (a dequeued rollout back in the queue) between two reader batches.
+
+    After a crash the own-applied state may be ahead of the stored positions; replay from those
+    positions then re-folds the same events in log order, and since reducers set values rather than
+    add to them, the view ends where it was.
+    """
+
+    def __init__(self, kv: KeyValue, track_own: bool = True) -> None:
+        self.kv = kv
+        self._track_own = track_own
+        self._own_pending: set[str] = set()
+        self._positions: dict[Position, int] = {
+            _position(key): value for key, value in kv.scan(keys.POSITIONS)
+        }
+
+    @property
+    def positions(self) -> dict[Position, int]:
+        """Next offset to read per (topic, partition)."""
+        return dict(self._positions)
+
+    def get(self, key: str) -> Any:
+        return self.kv.get(key)
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        return self.kv.scan(prefix)
+
+    def apply_own(self, events: Iterable[LoggedEvent]) -> None:
+        """Fold events this process appended, unless the reader already got to them first."""
+        if self._track_own:
+            events = [e for e in events if e.offset >= self._positions.get((e.topic, e.partition), 0)]
+            self._own_pending.update(e.record["event_id"] for e in events)
+        self._fold(events, advance=False)
+
+    def apply_logged(self, events: Iterable[LoggedEvent]) -> int:
+        """Fold events read from the log; returns how many were new to this view."""
+        fresh = [e for e in events if e.offset >= self._positions.get((e.topic, e.partition), 0)]
+        self._fold(fresh, advance=True)
+        return len(fresh)
+
+    def _fold(self, events: Iterable[LoggedEvent], advance: bool) -> None:
+        batch: dict[str, Any] = {}
+
+        def read(key: str) -> Any:
+            return batch[key] if key in batch else self.kv.get(key)
+
+        for event in events:
+            own = advance and event.record.get("event_id") in self._own_pending
+            if own:
+                self._own_pending.discard(event.record["event_id"])
+            else:
+                batch.update(reduce(read, event.kind, event.record))
+            if advance:
+                position = (event.topic, event.partition)
+                self._positions[position] = event.offset + 1
+                batch[f"{keys.POSITIONS}{event.topic}/{event.partition}"] = event.offset + 1
+        if batch:
+            self.kv.write(batch)
+
+    def close(self) -> None:
+        self.kv.close()
+
+
+def _position(key: str) -> Position:
+    topic, partition = key[len(keys.POSITIONS):].rsplit("/", 1)
+    return topic, int(partition)
