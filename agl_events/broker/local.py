@@ -83,7 +83,8 @@ class LocalBroker:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.kafka_dir = settings.home / "kafka"
+        # Absolute: the JVM runs in kafka_dir, and the pid check compares command lines.
+        self.kafka_dir = settings.home.expanduser().absolute() / "kafka"
         self.data_dir = self.kafka_dir / "data"
         self.log_dir = self.kafka_dir / "logs"
         self.log_file = self.log_dir / "server.log"
@@ -92,6 +93,8 @@ class LocalBroker:
         self.cluster_id_file = self.kafka_dir / "cluster.id"
         self.properties_file = self.kafka_dir / "server.properties"
         self.lock_file = self.kafka_dir / ".lock"
+        #: Size of server.log when this object last launched the broker: where its output begins.
+        self._log_start = 0
 
     # ------------------------------------------------------------------ public API
 
@@ -116,7 +119,7 @@ class LocalBroker:
         find_java()
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise BrokerError(f"Maven (`mvn`) is needed once to download Apache Kafka's jars. {_INSTALL_HINT}")
+            raise BrokerError(f"Maven (`mvn`) is needed once to download Kafka's jars. {_INSTALL_HINT}")
         command = [mvn, "-q", "-B", "-f", str(POM_FILE), "dependency:copy-dependencies"]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0 or not self._has_kafka_jar():
@@ -135,7 +138,7 @@ class LocalBroker:
             pid = self._live_pid(notes)
             if pid is not None:
                 self._wait_until_ready(pid, timeout, started_now=False)
-                return self._report(pid, _join("already running", *notes))
+                return self._report(pid, _join("already running", *notes), ready=True)
             self._check_ports_free()
             java = find_java()
             self.fetch()
@@ -143,7 +146,7 @@ class LocalBroker:
             self._format_storage(java)
             pid = self._spawn(java)
             self._wait_until_ready(pid, timeout, started_now=True)
-            return self._report(pid, _join("started", *notes))
+            return self._report(pid, _join("started", *notes), ready=True)
 
     def stop(self, timeout: float = 30.0) -> BrokerStatus:
         """Stop the broker cleanly (SIGTERM), killing it after `timeout` s; harmless when stopped."""
@@ -228,12 +231,16 @@ class LocalBroker:
             (self.settings.local_port, "AGL_KAFKA_PORT"),
             (self.settings.local_controller_port, "AGL_KAFKA_CONTROLLER_PORT"),
         ):
-            if not _port_free(port):
-                raise BrokerError(
-                    f"port {port} on localhost is already in use by another program (not the local "
-                    f"broker of {self.settings.home}), so Kafka cannot listen there. Stop that program, "
-                    f"or pick another port with {variable}=<port> (e.g. `export {variable}={port + 10000}`)."
-                )
+            if _port_free(port):
+                continue
+            holder = "another program"
+            if port == self.settings.local_port and probe(self.bootstrap, 2.0, port=port):
+                holder = "another Kafka broker"
+            raise BrokerError(
+                f"port {port} on localhost is already in use by {holder} (not the local broker of "
+                f"{self.settings.home}), so Kafka cannot listen there. Stop it, or pick another port "
+                f"with {variable}=<port> (e.g. `export {variable}={_other_port(port)}`)."
+            )
 
     def _write_properties(self) -> None:
         """Render the template; rewritten at every start so port changes take effect."""
@@ -270,12 +277,14 @@ class LocalBroker:
         result = subprocess.run([*command, *arguments], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             output = _last_lines((result.stdout + result.stderr).splitlines(), FAILURE_LOG_LINES)
-            raise BrokerError(f"kafka-storage {arguments[0]} failed (exit code {result.returncode}):\n{output}")
+            code = result.returncode
+            raise BrokerError(f"kafka-storage {arguments[0]} failed (exit code {code}):\n{output}")
         return result.stdout
 
     def _spawn(self, java: str) -> int:
         """Launch the JVM detached (own session) so it outlives the command that started it."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
         command = [
             java, *JVM_HEAP_OPTIONS, "-Djava.awt.headless=true", *self._jvm_system_properties(),
             "-cp", self._class_path(), KAFKA_MAIN_CLASS, str(self.properties_file),
@@ -308,7 +317,8 @@ class LocalBroker:
         while True:
             if not _process_alive(pid):
                 self.pid_file.unlink(missing_ok=True)
-                raise BrokerError(f"the Kafka broker (pid {pid}) exited during startup.\n{self._log_excerpt()}")
+                excerpt = self._log_excerpt()
+                raise BrokerError(f"the Kafka broker (pid {pid}) exited during startup.\n{excerpt}")
             remaining = deadline - time.monotonic()
             if self.is_ready(timeout=max(0.5, min(2.0, remaining))):
                 return
@@ -323,18 +333,28 @@ class LocalBroker:
         )
 
     def _log_excerpt(self) -> str:
-        """The end of both logs: server.log for Kafka's errors, stdout.log for JVM failures."""
+        """Kafka's errors since this start, then the end of server.log and of the JVM's stdout.
+
+        The cause of a failed start (say, a port that is taken) is logged as an ERROR followed by a
+        hundred lines of orderly shutdown, so the last lines alone would miss it.
+        """
         parts = []
+        errors = _error_lines(_read_from(self.log_file, self._log_start), FAILURE_LOG_LINES)
+        if errors:
+            parts.append(f"--- errors in {self.log_file} ---\n" + "\n".join(errors))
         for path in (self.log_file, self.stdout_file):
             lines = _tail_file(path, FAILURE_LOG_LINES)
             if lines:
                 parts.append(f"--- last lines of {path} ---\n" + "\n".join(lines))
         return "\n".join(parts) or f"(no log output in {self.log_dir})"
 
-    def _report(self, pid: int | None, message: str) -> BrokerStatus:
+    def _report(self, pid: int | None, message: str, *, ready: bool | None = None) -> BrokerStatus:
+        """A status for `pid` (None: not running), probing readiness unless already known."""
+        if ready is None:
+            ready = pid is not None and self.is_ready()
         return BrokerStatus(
             running=pid is not None,
-            ready=pid is not None and self.is_ready(),
+            ready=ready,
             pid=pid,
             bootstrap=self.bootstrap,
             data_dir=self.data_dir,
@@ -380,7 +400,7 @@ def find_java() -> str:
         raise BrokerError(f"Java (`java`) is needed to run the local Kafka broker. {_INSTALL_HINT}")
     version = _java_major_version(java)
     if version is not None and version < MIN_JAVA_VERSION:
-        raise BrokerError(f"{java} is Java {version}, but Kafka 4 needs Java {MIN_JAVA_VERSION}+. {_INSTALL_HINT}")
+        raise BrokerError(f"{java} is Java {version}; Kafka needs Java {MIN_JAVA_VERSION}+. {_INSTALL_HINT}")
     return java
 
 
@@ -398,7 +418,7 @@ def _java_major_version(java: str) -> int | None:
 
 
 def _process_alive(pid: int) -> bool:
-    """Whether `pid` exists and is not a zombie (an exited child nobody has reaped yet)."""
+    """Whether `pid` exists and is not a zombie (an exited process nobody has reaped yet)."""
     child = _CHILDREN.get(pid)
     if child is not None and child.poll() is not None:
         del _CHILDREN[pid]
@@ -409,15 +429,22 @@ def _process_alive(pid: int) -> bool:
         return False
     except PermissionError:  # exists, but belongs to someone else
         return True
-    return not _is_zombie(pid)
+    if not _is_zombie(pid):
+        return True
+    if child is not None:  # it died after the poll above: reap it now
+        child.poll()
+        _CHILDREN.pop(pid, None)
+    return False
 
 
 def _is_zombie(pid: int) -> bool:
+    """All threads of `pid` have exited (Linux /proc); False where that cannot be read."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stats = [(task / "stat").read_text() for task in Path(f"/proc/{pid}/task").iterdir()]
     except OSError:
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+    # The state follows the parenthesised command name, which may itself contain ")".
+    return all(stat.rsplit(")", 1)[-1].split()[0] == "Z" for stat in stats)
 
 
 def _command_line(pid: int) -> str | None:
@@ -427,7 +454,8 @@ def _command_line(pid: int) -> str | None:
     ps = shutil.which("ps")
     if ps is None:
         return None
-    result = subprocess.run([ps, "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    command = [ps, "-o", "command=", "-p", str(pid)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     return result.stdout if result.returncode == 0 else None
 
 
@@ -454,6 +482,11 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _other_port(port: int) -> int:
+    """A port number to suggest instead of a taken one."""
+    return port + 10000 if port < 55000 else port - 10000
 
 
 def _port_accepts(port: int) -> bool:
@@ -484,20 +517,22 @@ def _follow_file(path: Path, poll_interval: float) -> Iterator[str]:
     """`tail -F`: yield new lines, reopening the file when it is rotated or recreated."""
     handle = None
     inode = None
+    from_end = True  # only the file as it is now is skipped; a new or rotated one is read whole
     try:
         while True:
             if handle is None and path.exists():
                 handle = path.open("r", errors="replace")
                 inode = os.fstat(handle.fileno()).st_ino
-                handle.seek(0, os.SEEK_END)
+                if from_end:
+                    handle.seek(0, os.SEEK_END)
+            from_end = False
             line = handle.readline() if handle is not None else ""
             if line:
                 yield line.rstrip("\n")
                 continue
             if handle is not None and _rotated(path, inode, handle.tell()):
                 handle.close()
-                handle = path.open("r", errors="replace") if path.exists() else None
-                inode = os.fstat(handle.fileno()).st_ino if handle is not None else None
+                handle = None
                 continue
             time.sleep(poll_interval)
     finally:
@@ -511,6 +546,31 @@ def _rotated(path: Path, inode: int | None, position: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.st_ino != inode or stat.st_size < position
+
+
+def _read_from(path: Path, offset: int, limit: int = 4 << 20) -> list[str]:
+    """The lines of `path` after byte `offset` (at most the last `limit` bytes of them)."""
+    if not path.exists():
+        return []
+    with path.open("rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        start = offset if offset <= end else 0  # the log rolled over meanwhile
+        handle.seek(max(start, end - limit))
+        return handle.read().decode(errors="replace").splitlines()
+
+
+def _error_lines(lines: list[str], limit: int) -> list[str]:
+    """ERROR/FATAL records with their exception messages ("Caused by: ..."), minus stack frames."""
+    picked: list[str] = []
+    in_error = False
+    for line in lines:
+        if line.startswith("["):
+            in_error = "] ERROR " in line or "] FATAL " in line
+            if in_error:
+                picked.append(line)
+        elif in_error and line.strip() and not line.lstrip().startswith(("at ", "...")):
+            picked.append(line)
+    return picked[:limit]
 
 
 def _last_lines(lines: list[str], n: int) -> str:

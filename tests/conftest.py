@@ -1,0 +1,53 @@
+"""Shared fixtures: the real broker that `make test` starts, unique experiments, and store backends."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # agentlightning's import is offline-safe
+
+from agl_events.broker.local import ensure_broker  # noqa: E402
+from agl_events.config import Settings  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def bootstrap() -> str:
+    """Bootstrap servers of the test broker (AGL_KAFKA_BOOTSTRAP, or the local one, started if needed)."""
+    return ensure_broker(Settings.from_env())
+
+
+@pytest.fixture
+def experiment() -> str:
+    """A fresh experiment per test: its own topics, so tests never see each other's events."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def settings(bootstrap: str, experiment: str) -> Settings:
+    return Settings.from_env(experiment=experiment, bootstrap=bootstrap)
+
+
+@pytest.fixture(params=["memory", "kafka"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[object]:
+    """The same contract on both backends: the in-memory reference and the Kafka store on the real broker.
+
+    The watchdog debounce is 0 (scan before every listed call), so timeout tests need no waiting.
+    """
+    if request.param == "memory":
+        from agl_events.store.memory import InMemoryLightningStore
+
+        memory = InMemoryLightningStore(scan_debounce_seconds=0)
+        yield memory
+        await memory.close()
+        return
+    from agl_events.store.kafka import KafkaLightningStore
+
+    cfg: Settings = request.getfixturevalue("settings")
+    kafka = await KafkaLightningStore.open(cfg, view_dir=tmp_path / "view", scan_debounce_seconds=0)
+    yield kafka
+    await kafka.close()

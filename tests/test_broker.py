@@ -1,0 +1,243 @@
+"""The embedded default broker, exercised against a real Kafka process.
+
+Each broker here gets its own temporary AGL_HOME and free ports, so these tests never touch the
+broker a test session may already run on 9092 with `<repo>/.agl`. One broker is started for the
+whole module (a start costs seconds) and the tests that need it run in file order: start, use,
+stop, restart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from typer.testing import CliRunner
+
+from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, ensure_broker, local
+from agl_events.cli.main import app
+from agl_events.config import Settings
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="the local Kafka broker needs Java 17+")
+
+
+def _free_port() -> int:
+    """A port nobody listens on right now (the kernel's pick for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _settings(home: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "home": home,
+        "local_port": _free_port(),
+        "local_controller_port": _free_port(),
+    }
+    values.update(overrides)
+    return Settings.model_validate(values)
+
+
+def _cli_env(cfg: Settings) -> dict[str, str | None]:
+    """Environment that points the CLI at `cfg`'s broker (and away from any configured cluster)."""
+    return {
+        "AGL_HOME": str(cfg.home),
+        "AGL_KAFKA_PORT": str(cfg.local_port),
+        "AGL_KAFKA_CONTROLLER_PORT": str(cfg.local_controller_port),
+        "AGL_KAFKA_BOOTSTRAP": None,
+    }
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    """A broker manager on a private home and ports; whatever it started is stopped at the end."""
+    managed = LocalBroker(_settings(tmp_path_factory.mktemp("agl-home")))
+    try:
+        yield managed
+    finally:
+        managed.stop(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def started(broker: LocalBroker) -> BrokerStatus:
+    return broker.start(timeout=90)
+
+
+def _round_trip(bootstrap: str, topic: str, payload: bytes, *, produce: bool = True) -> bytes:
+    """Produce `payload` (optionally) and read the topic's first message through a new group."""
+    if produce:
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(topic, key=b"k", value=payload)
+        assert producer.flush(30) == 0, "message not delivered"
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            return message.value() or b""
+    finally:
+        consumer.close()
+    raise AssertionError(f"nothing consumed from {topic} within 30 s")
+
+
+# ---------------------------------------------------------------------- the shared broker, in order
+
+
+def test_start_reports_a_running_broker(broker: LocalBroker, started: BrokerStatus) -> None:
+    assert started.running and started.ready
+    assert started.pid is not None
+    assert started.bootstrap == f"localhost:{broker.settings.local_port}"
+    assert started.data_dir == broker.settings.home / "kafka" / "data"
+    assert broker.pid_file.read_text().strip() == str(started.pid)
+    assert broker.cluster_id_file.read_text().strip()
+    status = broker.status()
+    assert status.running and status.ready and status.pid == started.pid
+
+
+def test_message_round_trip_via_an_auto_created_topic(broker: LocalBroker, started: BrokerStatus) -> None:
+    assert _round_trip(started.bootstrap, "agl-test-round-trip", b"hello kafka") == b"hello kafka"
+
+
+def test_broker_logs_to_server_log(broker: LocalBroker, started: BrokerStatus) -> None:
+    assert broker.log_file == broker.settings.home / "kafka" / "logs" / "server.log"
+    assert any("Kafka Server started" in line for line in broker.tail(500))
+    assert len(broker.tail(3)) == 3
+
+
+def test_starting_twice_is_harmless(broker: LocalBroker, started: BrokerStatus) -> None:
+    again = broker.start()
+    assert again.running and again.pid == started.pid
+    assert "already running" in again.message
+
+
+def test_ensure_broker_reuses_the_running_broker(broker: LocalBroker, started: BrokerStatus) -> None:
+    assert ensure_broker(broker.settings) == started.bootstrap
+    assert broker.status().pid == started.pid
+
+
+def test_cli_status_and_logs(broker: LocalBroker, started: BrokerStatus, tmp_path: Path) -> None:
+    runner = CliRunner()
+    running = runner.invoke(app, ["kafka", "status"], env=_cli_env(broker.settings))
+    assert running.exit_code == 0, running.output
+    assert str(started.pid) in running.output
+
+    stopped = runner.invoke(app, ["kafka", "status"], env=_cli_env(_settings(tmp_path)))
+    assert stopped.exit_code == 3, stopped.output
+    assert "not running" in stopped.output
+
+    logs = runner.invoke(app, ["kafka", "logs", "-n", "2"], env=_cli_env(broker.settings))
+    assert logs.exit_code == 0, logs.output
+    assert len(logs.output.splitlines()) == 2
+
+
+def test_stop_stops_the_broker(broker: LocalBroker, started: BrokerStatus) -> None:
+    stopped = broker.stop()
+    assert not stopped.running
+    assert "stopped" in stopped.message
+    assert not broker.pid_file.exists()
+    assert not broker.status().running
+    assert not broker.is_ready()
+    with pytest.raises(ProcessLookupError):
+        os.kill(started.pid or 0, 0)
+    assert broker.stop().message == "not running"
+
+
+def test_restart_keeps_cluster_and_data(broker: LocalBroker, started: BrokerStatus) -> None:
+    cluster_id = broker.cluster_id_file.read_text()
+    restarted = broker.start(timeout=90)
+    assert restarted.running and restarted.pid != started.pid
+    assert broker.cluster_id_file.read_text() == cluster_id
+    assert _round_trip(restarted.bootstrap, "agl-test-round-trip", b"", produce=False) == b"hello kafka"
+    broker.stop()
+
+
+# ---------------------------------------------------------------------- without the shared broker
+
+
+def test_stale_pid_file_is_reported_and_removed(tmp_path: Path) -> None:
+    broker = LocalBroker(_settings(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    broker.kafka_dir.mkdir(parents=True)
+    broker.pid_file.write_text(f"{gone.pid}\n")
+
+    status = broker.status()
+
+    assert not status.running
+    assert "stale pid file" in status.message and str(gone.pid) in status.message
+    assert not broker.pid_file.exists()
+
+
+@pytest.mark.parametrize("which", ["local_port", "local_controller_port"])
+def test_port_held_by_a_foreign_listener_is_a_clear_error(tmp_path: Path, which: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as foreign:
+        foreign.bind(("127.0.0.1", 0))
+        foreign.listen()
+        port = int(foreign.getsockname()[1])
+        broker = LocalBroker(_settings(tmp_path, **{which: port}))
+        variable = "AGL_KAFKA_PORT" if which == "local_port" else "AGL_KAFKA_CONTROLLER_PORT"
+        with pytest.raises(BrokerError, match=rf"port {port}\b.*{variable}"):
+            broker.start()
+    assert not broker.pid_file.exists()
+
+
+def test_broker_dying_during_startup_reports_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka exits when its port is taken after our check; the error quotes the log."""
+    broker = LocalBroker(_settings(tmp_path))
+    monkeypatch.setattr(LocalBroker, "_check_ports_free", lambda self: None)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as foreign:
+        foreign.bind(("127.0.0.1", broker.settings.local_port))
+        foreign.listen()
+        with pytest.raises(BrokerError, match="exited during startup") as failure:
+            broker.start(timeout=90)
+    assert "server.log" in str(failure.value)
+    assert str(broker.settings.local_port) in str(failure.value)  # Kafka's bind error, quoted
+    assert not broker.pid_file.exists()
+
+
+def test_missing_maven_or_java_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = LocalBroker(_settings(tmp_path))
+    monkeypatch.setattr(local, "LIBS_DIR", tmp_path / "no-libs")  # as if Kafka was never fetched
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "mvn" else real_which(name))
+    with pytest.raises(BrokerError, match=r"Maven.*Java 17"):
+        broker.fetch()
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(BrokerError, match=r"Java \(`java`\) is needed.*Maven"):
+        broker.start()
+    assert not broker.pid_file.exists()
+
+
+def test_ensure_broker_with_bootstrap_never_starts_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: LocalBroker, timeout: float = 60.0) -> BrokerStatus:
+        raise AssertionError("must not start a local broker when a cluster is configured")
+
+    monkeypatch.setattr(LocalBroker, "start", refuse)
+    cfg = _settings(tmp_path, bootstrap="kafka-1.example:9092,kafka-2.example:9092")
+    assert ensure_broker(cfg) == "kafka-1.example:9092,kafka-2.example:9092"
+    assert not (tmp_path / "kafka").exists()
+
+
+def test_cli_start_and_stop_refuse_with_a_remote_cluster(tmp_path: Path) -> None:
+    env = {**_cli_env(_settings(tmp_path)), "AGL_KAFKA_BOOTSTRAP": "kafka-1.example:9092"}
+    for command in ("start", "stop"):
+        result = CliRunner().invoke(app, ["kafka", command], env=env)
+        assert result.exit_code == 1
+        assert "remote Kafka cluster is configured" in " ".join(result.output.split())
+    assert not (tmp_path / "kafka").exists()
