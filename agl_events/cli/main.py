@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.schemas import schemas_app
 from agl_events.cli.topics import topics_app
@@ -21,6 +22,7 @@ app = typer.Typer(
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
+app.command()(demo)
 
 
 @app.callback()

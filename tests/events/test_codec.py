@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from agl_events.events import AvroCodec, CodecError, CorruptRecordError, UnknownSchemaError, load_event_schemas
+from agl_events.events import (
+    AvroCodec,
+    CodecError,
+    CorruptRecordError,
+    UnknownSchemaError,
+    load_event_schemas,
+)
 from agl_events.events.codec import CONFLUENT_MAGIC, SINGLE_OBJECT_MARKER
 from agl_events.events.schemas import EventSchema
 from tests.events.sample import sample

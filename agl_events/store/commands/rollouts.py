@@ -6,11 +6,11 @@ import copy
 from typing import Any
 
 from agl_events.events.convert import rollout_record
+from agl_events.reducers import keys
 from agl_events.store.base import UNSET
 from agl_events.store.commands.attempts import create_attempt, set_rollout_status
 from agl_events.store.commands.workers import mark_idle_after_empty_dequeue, sync_worker_with_attempt
 from agl_events.store.context import DecisionContext, new_rollout_id
-from agl_events.reducers import keys
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, Rollout, RolloutConfig
 
 
