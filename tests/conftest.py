@@ -11,8 +11,8 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # agentlightning's import is offline-safe
 
-from agl_events.broker.local import ensure_broker  # noqa: E402
-from agl_events.config import Settings  # noqa: E402
+from agl_events.broker.local import ensure_broker
+from agl_events.config import Settings
 
 
 @pytest.fixture(scope="session")
