@@ -6,6 +6,7 @@ reducers rely on, so everything about a rollout is keyed by its rollout id and l
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
 
 from confluent_kafka import KafkaException
@@ -114,4 +115,19 @@ def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0) ->
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won the race
                 raise
             result[name] = "exists"
+    wait_for_leaders(admin, [spec.name(experiment) for spec in wanted], timeout)
     return result
+
+
+def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
+    """Block until every partition of `topics` has a leader: a new topic answers NOT_LEADER for a moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(timeout=timeout).topics
+        pending = [t for t in topics if t not in meta or meta[t].error is not None
+                   or any(p.leader < 0 for p in meta[t].partitions.values())]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics without a leader after {timeout}s: {', '.join(pending)}")
+        time.sleep(0.1)

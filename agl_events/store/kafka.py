@@ -68,9 +68,13 @@ class KafkaLightningStore(EventSourcedStore):
         view = StoreView(RocksKV(view_dir or settings.home / "views" / settings.experiment))
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
                              dead_letter=dead_letter_to(writer), **{"fetch.wait.max.ms": 20})
-        reader.assign(view.positions)
         store = cls(writer, reader, view, scan_debounce_seconds)
-        applied = await store.catch_up()
+        try:
+            reader.assign(view.positions)
+            applied = await store.catch_up()
+        except BaseException:
+            await store.close()  # release the RocksDB lock so that a retry can open the view
+            raise
         log.info("experiment %s: view caught up (%d events folded)", settings.experiment, applied)
         store._follower = asyncio.get_running_loop().create_task(store._follow(), name="agl-follow")
         store._watchdog = asyncio.get_running_loop().create_task(store._watch(), name="agl-watchdog")
