@@ -1,0 +1,64 @@
+"""How exceptions escaping a route become HTTP responses.
+
+Policy (deliberately different from upstream, which answers 500 to everything): a store `ValueError` (unknown
+rollout or attempt, "Item ... does not exist") or `TypeError` (bad input such as null heartbeat stats) is the
+caller's fault, so it is a 400 with the message, which the upstream client raises at once without retrying.
+Anything else is a server fault: a 500, which the client retries after probing /health. Tracebacks stay in the
+server log and never go on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger("agl_events.server")
+
+#: Exception types whose message is the caller's to read: answered 400 instead of 500.
+CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """The JSON error body for `exc`: `detail` and `error_type` (the exception's class name)."""
+    error_type = type(exc).__name__
+    if isinstance(exc, CLIENT_ERRORS):
+        return JSONResponse({"detail": str(exc) or error_type, "error_type": error_type}, status_code=400)
+    return JSONResponse({"detail": "Internal server error", "error_type": error_type}, status_code=500)
+
+
+class StoreErrorMiddleware:
+    """Pure ASGI middleware turning unhandled exceptions into `error_response`s.
+
+    It sits inside the metrics middleware so the counted status is the one the client sees. It is pure ASGI
+    (not `BaseHTTPMiddleware`) so it adds no task or body buffering per request. If the response has
+    already started there is nothing left to replace, so the exception propagates to the server.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception as exc:
+            if started:
+                raise
+            path = scope.get("path", "?")
+            if isinstance(exc, CLIENT_ERRORS):
+                logger.info("%s %s rejected: %s: %s", scope.get("method"), path, type(exc).__name__, exc)
+            else:
+                logger.exception("Unhandled error on %s %s", scope.get("method"), path)
+            await error_response(exc)(scope, receive, send)

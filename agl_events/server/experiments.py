@@ -1,0 +1,97 @@
+"""One store per experiment, created on first use and cached for the life of the app.
+
+Experiments are isolated namespaces (their own topics and views), so each URL prefix `/experiments/<name>`
+gets the store `store_for(name)` returns. Creating a store can be slow (it may connect to Kafka and rebuild
+views), so concurrent first requests share one creation instead of racing to build two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+
+from fastapi import HTTPException
+
+from agl_events.config import _EXPERIMENT_RE as EXPERIMENT_RE  # one rule for CLI, topics and URLs
+from agl_events.store.base import LightningStore
+
+StoreFactory = Callable[[str], Awaitable[LightningStore]]
+
+#: Where every experiment's API lives; the default experiment is also served at the root.
+EXPERIMENT_PREFIX = "/experiments/{experiment}"
+
+logger = logging.getLogger("agl_events.server")
+
+
+def check_experiment_name(name: str) -> str:
+    """Return `name` if it is a legal experiment name, else raise ValueError saying what is allowed."""
+    if not EXPERIMENT_RE.match(name):
+        raise ValueError(
+            f"Invalid experiment name {name!r}: it must start with a letter or digit and contain only "
+            "letters, digits, '_' and '-' (at most 100 characters)"
+        )
+    return name
+
+
+class ExperimentStores:
+    """The cache of experiment stores behind one app."""
+
+    def __init__(self, store_for: StoreFactory, default_experiment: str = "default") -> None:
+        self._store_for = store_for
+        self.default = check_experiment_name(default_experiment)
+        self._stores: dict[str, LightningStore] = {}
+        self._creating: dict[str, asyncio.Future[LightningStore]] = {}
+
+    def resolve_name(self, name: str | None) -> str:
+        """The experiment a request addresses (None = the default one); 404 with the rule if illegal."""
+        if name is None:
+            return self.default
+        try:
+            return check_experiment_name(name)
+        except ValueError as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from exc
+
+    async def get(self, name: str | None) -> LightningStore:
+        """The store of experiment `name`, creating it on first use. A failed creation is not cached."""
+        name = self.resolve_name(name)
+        store = self._stores.get(name)
+        if store is not None:
+            return store
+        pending = self._creating.get(name)
+        if pending is None:
+            pending = asyncio.ensure_future(self._create(name))
+            # Mark a failure as seen even if every waiter hung up, so asyncio does not warn about it.
+            pending.add_done_callback(lambda done: done.cancelled() or done.exception())
+            self._creating[name] = pending
+        # shield: a client hanging up must not cancel a creation other requests wait on.
+        return await asyncio.shield(pending)
+
+    async def _create(self, name: str) -> LightningStore:
+        try:
+            logger.info("Opening store of experiment %r", name)
+            store = await self._store_for(name)
+            self._stores[name] = store
+            return store
+        finally:
+            self._creating.pop(name, None)
+
+    @property
+    def opened(self) -> dict[str, LightningStore]:
+        """The stores created so far, by experiment name."""
+        return dict(self._stores)
+
+    async def close(self) -> None:
+        """Close every store that has a `close()` (sync or async), then forget them all."""
+        stores, self._stores = self._stores, {}
+        for name, store in stores.items():
+            close = getattr(store, "close", None)
+            if not callable(close):
+                continue
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                logger.exception("Closing the store of experiment %r failed", name)

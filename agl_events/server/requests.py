@@ -1,0 +1,171 @@
+"""Request bodies and query models of the `/v1/agl` REST API, field for field as Agent Lightning 0.3.0 sends them.
+
+They mirror `agentlightning.store.client_server` so that the unchanged upstream `LightningStoreClient` talks to us.
+Two deliberate differences, both so that bad input gets a 400 with a clear message instead of a 422:
+`sort_order` and `filter_logic` are plain strings checked by `validate_pagination` (upstream types them as
+Literals, which FastAPI turns into 422s).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+from pydantic import BaseModel
+
+from agl_events.types import (
+    AttemptStatus,
+    EnqueueRolloutRequest,
+    RolloutConfig,
+    RolloutMode,
+    RolloutStatus,
+    WorkerStatus,
+)
+
+
+class RolloutRequest(BaseModel):
+    """POST /rollouts: start a rollout with its first attempt, bypassing the queue."""
+
+    input: Any
+    mode: RolloutMode | None = None
+    resources_id: str | None = None
+    config: RolloutConfig | None = None
+    metadata: dict[str, Any] | None = None
+    worker_id: str | None = None
+
+
+class EnqueueManyRolloutsRequest(BaseModel):
+    """POST /queues/rollouts/enqueue. The client always wraps even a single rollout in this list."""
+
+    rollouts: list[EnqueueRolloutRequest]
+
+
+class DequeueManyRolloutsRequest(BaseModel):
+    """POST /queues/rollouts/dequeue; the body may also be absent (then limit=1, no worker)."""
+
+    limit: int = 1
+    worker_id: str | None = None
+
+
+class StartAttemptRequest(BaseModel):
+    """POST /rollouts/{id}/attempts; the client sends no body at all when there is no worker id."""
+
+    worker_id: str | None = None
+
+
+class PaginatedQuery(BaseModel):
+    """Fields every list route shares; checked by `validate_pagination` so a bad value is a 400."""
+
+    limit: int = -1
+    offset: int = 0
+    sort_by: str | None = None
+    sort_order: str = "asc"
+
+    @property
+    def order(self) -> Literal["asc", "desc"]:
+        """`sort_order` typed for the store; only meaningful after `validate_pagination` accepted it."""
+        return cast(Literal["asc", "desc"], self.sort_order)
+
+
+class FilteredQuery(PaginatedQuery):
+    """List routes whose filters combine by `filter_logic` (and|or)."""
+
+    filter_logic: str = "and"
+
+    @property
+    def logic(self) -> Literal["and", "or"]:
+        """`filter_logic` typed for the store; only meaningful after `validate_pagination` accepted it."""
+        return cast(Literal["and", "or"], self.filter_logic)
+
+
+class QueryRolloutsRequest(FilteredQuery):
+    status_in: list[RolloutStatus] | None = None
+    rollout_id_in: list[str] | None = None
+    rollout_id_contains: str | None = None
+
+
+class QueryAttemptsRequest(PaginatedQuery):
+    sort_by: str | None = "sequence_id"
+
+
+class QueryResourcesRequest(PaginatedQuery):
+    # No filter_logic: upstream ANDs the exact and contains filters on resources_id.
+    resources_id: str | None = None
+    resources_id_contains: str | None = None
+
+
+class QueryWorkersRequest(FilteredQuery):
+    status_in: list[WorkerStatus] | None = None
+    worker_id_contains: str | None = None
+
+
+class QuerySpansRequest(FilteredQuery):
+    rollout_id: str
+    attempt_id: str | None = None
+    trace_id: str | None = None
+    trace_id_contains: str | None = None
+    span_id: str | None = None
+    span_id_contains: str | None = None
+    parent_id: str | None = None
+    parent_id_contains: str | None = None
+    name: str | None = None
+    name_contains: str | None = None
+    sort_by: str | None = "sequence_id"
+
+
+class UpdateRolloutRequest(BaseModel):
+    """Only the keys present in the JSON are applied (`model_fields_set`); absent ones stay UNSET."""
+
+    input: Any = None
+    mode: RolloutMode | None = None
+    resources_id: str | None = None
+    status: RolloutStatus | None = None
+    config: RolloutConfig | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class UpdateAttemptRequest(BaseModel):
+    """Only the keys present are applied; an explicit null for any of them is a 400."""
+
+    status: AttemptStatus | None = None
+    worker_id: str | None = None
+    last_heartbeat_time: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class UpdateWorkerRequest(BaseModel):
+    heartbeat_stats: dict[str, Any] | None = None
+
+
+class NextSequenceIdRequest(BaseModel):
+    rollout_id: str
+    attempt_id: str
+
+
+class NextSequenceIdResponse(BaseModel):
+    sequence_id: int
+
+
+class WaitForRolloutsRequest(BaseModel):
+    rollout_ids: list[str]
+    timeout: float | None = None
+
+
+__all__ = [
+    "DequeueManyRolloutsRequest",
+    "EnqueueManyRolloutsRequest",
+    "FilteredQuery",
+    "NextSequenceIdRequest",
+    "NextSequenceIdResponse",
+    "PaginatedQuery",
+    "QueryAttemptsRequest",
+    "QueryResourcesRequest",
+    "QueryRolloutsRequest",
+    "QuerySpansRequest",
+    "QueryWorkersRequest",
+    "RolloutRequest",
+    "StartAttemptRequest",
+    "UpdateAttemptRequest",
+    "UpdateRolloutRequest",
+    "UpdateWorkerRequest",
+    "WaitForRolloutsRequest",
+]

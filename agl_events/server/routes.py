@@ -1,0 +1,305 @@
+"""The `/v1/agl` store API of Agent Lightning 0.3.0 as a FastAPI router over any `LightningStore`.
+
+Paths, bodies, status codes and JSON shapes follow upstream's `LightningStoreServer` so the unchanged upstream
+`LightningStoreClient` works against it (contract §3.1). The router does not know about experiments: it gets its
+store from a FastAPI dependency, so the app can mount it once per URL prefix and pick the store per request.
+Errors raised by the store are mapped to HTTP statuses by `agl_events.server.errors`, not here.
+"""
+
+# No `from __future__ import annotations` here: FastAPI must evaluate the route signatures, which use
+# dependency aliases local to the router factory.
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from agl_events.server.requests import (
+    DequeueManyRolloutsRequest,
+    EnqueueManyRolloutsRequest,
+    NextSequenceIdRequest,
+    QueryAttemptsRequest,
+    QueryResourcesRequest,
+    QueryRolloutsRequest,
+    QuerySpansRequest,
+    QueryWorkersRequest,
+    RolloutRequest,
+    StartAttemptRequest,
+    UpdateAttemptRequest,
+    UpdateRolloutRequest,
+    UpdateWorkerRequest,
+    WaitForRolloutsRequest,
+)
+from agl_events.server.responses import RolloutOrAttempted, respond, respond_page, validate_pagination
+from agl_events.store.base import UNSET, LightningStore
+from agl_events.types import (
+    Attempt,
+    AttemptedRollout,
+    NamedResources,
+    ResourcesUpdate,
+    Rollout,
+    Span,
+    Worker,
+)
+
+#: A FastAPI dependency that yields the store serving the current request.
+StoreDependency = Callable[..., Awaitable[LightningStore]]
+
+AGL_PREFIX = "/v1/agl"
+
+
+def fixed_store(store: LightningStore) -> StoreDependency:
+    """A dependency that always yields `store`, for single-store apps and tests."""
+
+    async def _get() -> LightningStore:
+        return store
+
+    return _get
+
+
+def _present(request: BaseModel | None, field: str) -> Any:
+    """The value of a key the client sent, else UNSET (absent keys must not be applied)."""
+    if request is None or field not in request.model_fields_set:
+        return UNSET
+    return getattr(request, field)
+
+
+def _present_not_null(request: BaseModel | None, field: str) -> Any:
+    """As `_present`, for fields the store cannot take as None: an explicit null is a 400, as upstream."""
+    value = _present(request, field)
+    if value is None:
+        raise HTTPException(status_code=400, detail=f"{field} is invalid; it cannot be a null value.")
+    return value
+
+
+def _spans_query(store: LightningStore, q: QuerySpansRequest) -> Awaitable[Any]:
+    return store.query_spans(
+        q.rollout_id, q.attempt_id, trace_id=q.trace_id, trace_id_contains=q.trace_id_contains,
+        span_id=q.span_id, span_id_contains=q.span_id_contains, parent_id=q.parent_id,
+        parent_id_contains=q.parent_id_contains, name=q.name, name_contains=q.name_contains,
+        filter_logic=q.logic, limit=q.limit, offset=q.offset, sort_by=q.sort_by,
+        sort_order=q.order,
+    )
+
+
+def create_agl_router(get_store: StoreDependency) -> APIRouter:
+    """Build the `/v1/agl/...` routes; every store-backed route resolves its store through `get_store`.
+
+    Order matters where a literal segment competes with a path parameter (`/rollouts/search` before
+    `/rollouts/{rollout_id}`, `/resources/latest` before `/resources/{resources_id}`, ...).
+    """
+    router = APIRouter(prefix=AGL_PREFIX)
+    Store = Annotated[LightningStore, Depends(get_store)]
+
+    @router.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    # --- queue -------------------------------------------------------------------------------------------
+    @router.post("/queues/rollouts/enqueue", status_code=201, response_model=list[Rollout])
+    async def enqueue_rollouts(request: EnqueueManyRolloutsRequest, store: Store) -> JSONResponse:
+        if not request.rollouts:
+            return respond([], list[Rollout], 201)
+        if len(request.rollouts) == 1:
+            one = request.rollouts[0]
+            rollout = await store.enqueue_rollout(
+                input=one.input, mode=one.mode, resources_id=one.resources_id, config=one.config,
+                metadata=one.metadata,
+            )
+            return respond([rollout], list[Rollout], 201)
+        return respond(list(await store.enqueue_many_rollouts(request.rollouts)), list[Rollout], 201)
+
+    @router.post("/queues/rollouts/dequeue", response_model=list[AttemptedRollout])
+    async def dequeue_rollouts(
+        store: Store, request: Annotated[DequeueManyRolloutsRequest | None, Body()] = None
+    ) -> JSONResponse:
+        payload = request or DequeueManyRolloutsRequest()
+        if payload.limit <= 0:
+            return respond([], list[AttemptedRollout])
+        if payload.limit == 1:
+            single = await store.dequeue_rollout(worker_id=payload.worker_id)
+            return respond([single] if single else [], list[AttemptedRollout])
+        claimed = await store.dequeue_many_rollouts(limit=payload.limit, worker_id=payload.worker_id)
+        return respond(list(claimed), list[AttemptedRollout])
+
+    # --- rollouts ----------------------------------------------------------------------------------------
+    @router.post("/rollouts", status_code=201, response_model=AttemptedRollout)
+    async def start_rollout(request: RolloutRequest, store: Store) -> JSONResponse:
+        started = await store.start_rollout(
+            input=request.input, mode=request.mode, resources_id=request.resources_id, config=request.config,
+            metadata=request.metadata, worker_id=request.worker_id,
+        )
+        return respond(started, AttemptedRollout, 201)
+
+    async def _query_rollouts(q: QueryRolloutsRequest, store: LightningStore) -> JSONResponse:
+        validate_pagination(q, Rollout)
+        result = await store.query_rollouts(
+            status_in=q.status_in, rollout_id_in=q.rollout_id_in, rollout_id_contains=q.rollout_id_contains,
+            filter_logic=q.logic, sort_by=q.sort_by, sort_order=q.order,
+            limit=q.limit, offset=q.offset,
+        )
+        return respond_page(result, RolloutOrAttempted, limit=q.limit, offset=q.offset)
+
+    @router.get("/rollouts")
+    async def query_rollouts(q: Annotated[QueryRolloutsRequest, Query()], store: Store) -> JSONResponse:
+        return await _query_rollouts(q, store)
+
+    @router.post("/rollouts/search")
+    async def search_rollouts(q: QueryRolloutsRequest, store: Store) -> JSONResponse:
+        return await _query_rollouts(q, store)
+
+    @router.get("/rollouts/{rollout_id}", response_model=RolloutOrAttempted | None)
+    async def get_rollout_by_id(rollout_id: str, store: Store) -> JSONResponse:
+        return respond(await store.get_rollout_by_id(rollout_id), RolloutOrAttempted | None)
+
+    @router.post("/rollouts/{rollout_id}", response_model=Rollout)
+    async def update_rollout(
+        rollout_id: str, request: Annotated[UpdateRolloutRequest, Body()], store: Store
+    ) -> JSONResponse:
+        updated = await store.update_rollout(
+            rollout_id=rollout_id,
+            input=_present(request, "input"),
+            mode=_present(request, "mode"),
+            resources_id=_present(request, "resources_id"),
+            status=_present_not_null(request, "status"),
+            config=_present_not_null(request, "config"),
+            metadata=_present(request, "metadata"),
+        )
+        return respond(updated, Rollout)
+
+    # --- attempts ----------------------------------------------------------------------------------------
+    @router.post("/rollouts/{rollout_id}/attempts", status_code=201, response_model=AttemptedRollout)
+    async def start_attempt(
+        rollout_id: str, store: Store, request: Annotated[StartAttemptRequest | None, Body()] = None
+    ) -> JSONResponse:
+        worker_id = request.worker_id if request else None
+        return respond(await store.start_attempt(rollout_id, worker_id=worker_id), AttemptedRollout, 201)
+
+    async def _query_attempts(rollout_id: str, q: QueryAttemptsRequest, store: LightningStore) -> JSONResponse:
+        validate_pagination(q, Attempt)
+        result = await store.query_attempts(
+            rollout_id, sort_by=q.sort_by, sort_order=q.order,
+            limit=q.limit, offset=q.offset,
+        )
+        return respond_page(result, Attempt, limit=q.limit, offset=q.offset)
+
+    @router.get("/rollouts/{rollout_id}/attempts")
+    async def query_attempts(
+        rollout_id: str, q: Annotated[QueryAttemptsRequest, Query()], store: Store
+    ) -> JSONResponse:
+        return await _query_attempts(rollout_id, q, store)
+
+    @router.post("/rollouts/{rollout_id}/attempts/search")
+    async def search_attempts(rollout_id: str, q: QueryAttemptsRequest, store: Store) -> JSONResponse:
+        return await _query_attempts(rollout_id, q, store)
+
+    @router.get("/rollouts/{rollout_id}/attempts/latest", response_model=Attempt | None)
+    async def get_latest_attempt(rollout_id: str, store: Store) -> JSONResponse:
+        return respond(await store.get_latest_attempt(rollout_id), Attempt | None)
+
+    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}", response_model=Attempt)
+    async def update_attempt(
+        rollout_id: str, attempt_id: str, request: Annotated[UpdateAttemptRequest, Body()], store: Store
+    ) -> JSONResponse:
+        updated = await store.update_attempt(
+            rollout_id=rollout_id,
+            attempt_id=attempt_id,
+            status=_present_not_null(request, "status"),
+            worker_id=_present_not_null(request, "worker_id"),
+            last_heartbeat_time=_present_not_null(request, "last_heartbeat_time"),
+            metadata=_present_not_null(request, "metadata"),
+        )
+        return respond(updated, Attempt)
+
+    # --- workers -----------------------------------------------------------------------------------------
+    async def _query_workers(q: QueryWorkersRequest, store: LightningStore) -> JSONResponse:
+        validate_pagination(q, Worker)
+        result = await store.query_workers(
+            status_in=q.status_in, worker_id_contains=q.worker_id_contains,
+            filter_logic=q.logic, sort_by=q.sort_by, sort_order=q.order,
+            limit=q.limit, offset=q.offset,
+        )
+        return respond_page(result, Worker, limit=q.limit, offset=q.offset)
+
+    @router.get("/workers")
+    async def query_workers(q: Annotated[QueryWorkersRequest, Query()], store: Store) -> JSONResponse:
+        return await _query_workers(q, store)
+
+    @router.post("/workers/search")
+    async def search_workers(q: QueryWorkersRequest, store: Store) -> JSONResponse:
+        return await _query_workers(q, store)
+
+    @router.get("/workers/{worker_id}", response_model=Worker | None)
+    async def get_worker(worker_id: str, store: Store) -> JSONResponse:
+        return respond(await store.get_worker_by_id(worker_id), Worker | None)
+
+    @router.post("/workers/{worker_id}", response_model=Worker)
+    async def update_worker(
+        worker_id: str, store: Store, request: Annotated[UpdateWorkerRequest | None, Body()] = None
+    ) -> JSONResponse:
+        stats = _present_not_null(request, "heartbeat_stats")
+        return respond(await store.update_worker(worker_id, heartbeat_stats=stats), Worker)
+
+    @router.get("/statistics")
+    async def statistics(store: Store) -> JSONResponse:
+        return respond(await store.statistics(), dict[str, Any])
+
+    # --- resources ---------------------------------------------------------------------------------------
+    @router.get("/resources")
+    async def query_resources(q: Annotated[QueryResourcesRequest, Query()], store: Store) -> JSONResponse:
+        validate_pagination(q, ResourcesUpdate)
+        result = await store.query_resources(
+            resources_id=q.resources_id, resources_id_contains=q.resources_id_contains,
+            sort_by=q.sort_by, sort_order=q.order, limit=q.limit, offset=q.offset,
+        )
+        return respond_page(result, ResourcesUpdate, limit=q.limit, offset=q.offset)
+
+    @router.post("/resources", status_code=201, response_model=ResourcesUpdate)
+    async def add_resources(resources: Annotated[NamedResources, Body()], store: Store) -> JSONResponse:
+        return respond(await store.add_resources(resources), ResourcesUpdate, 201)
+
+    @router.get("/resources/latest", response_model=ResourcesUpdate | None)
+    async def get_latest_resources(store: Store) -> JSONResponse:
+        return respond(await store.get_latest_resources(), ResourcesUpdate | None)
+
+    @router.post("/resources/{resources_id}", response_model=ResourcesUpdate)
+    async def update_resources(
+        resources_id: str, resources: Annotated[NamedResources, Body()], store: Store
+    ) -> JSONResponse:
+        return respond(await store.update_resources(resources_id, resources), ResourcesUpdate)
+
+    @router.get("/resources/{resources_id}", response_model=ResourcesUpdate | None)
+    async def get_resources_by_id(resources_id: str, store: Store) -> JSONResponse:
+        return respond(await store.get_resources_by_id(resources_id), ResourcesUpdate | None)
+
+    # --- spans -------------------------------------------------------------------------------------------
+    @router.post("/spans", status_code=201, response_model=Span | None)
+    async def add_span(span: Span, store: Store) -> JSONResponse:
+        # null (still 201) means the span was a duplicate and was skipped.
+        return respond(await store.add_span(span), Span | None, 201)
+
+    @router.get("/spans")
+    async def query_spans(q: Annotated[QuerySpansRequest, Query()], store: Store) -> JSONResponse:
+        validate_pagination(q, Span)
+        return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
+
+    @router.post("/spans/search")
+    async def search_spans(q: QuerySpansRequest, store: Store) -> JSONResponse:
+        validate_pagination(q, Span)
+        return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
+
+    @router.post("/spans/next")
+    async def next_span_sequence_id(request: NextSequenceIdRequest, store: Store) -> dict[str, int]:
+        return {"sequence_id": await store.get_next_span_sequence_id(request.rollout_id, request.attempt_id)}
+
+    # --- waits -------------------------------------------------------------------------------------------
+    @router.post("/waits/rollouts", response_model=list[Rollout])
+    async def wait_for_rollouts(request: WaitForRolloutsRequest, store: Store) -> JSONResponse:
+        done = await store.wait_for_rollouts(rollout_ids=request.rollout_ids, timeout=request.timeout)
+        return respond(list(done), list[Rollout])
+
+    return router
+
+
+__all__ = ["AGL_PREFIX", "StoreDependency", "create_agl_router", "fixed_store"]

@@ -1,0 +1,235 @@
+"""Raw HTTP checks of the `/v1/agl` API: status codes, validation, null bodies, errors, experiments, metrics.
+
+These pin what upstream's client cannot show (it hides status codes and swallows some errors), with the
+error policy of this project: bad input -> 4xx with a message, 5xx only for server faults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+AGL = "/v1/agl"
+
+
+def _start(http: httpx.Client, prefix: str = "", **body: Any) -> dict[str, Any]:
+    response = http.post(f"{prefix}{AGL}/rollouts", json={"input": "x", **body})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_health(http: httpx.Client) -> None:
+    assert http.get(f"{AGL}/health").json() == {"status": "ok"}
+    assert http.get("/health").json() == {"status": "ok"}
+    assert http.get(f"/experiments/exp1{AGL}/health").json() == {"status": "ok"}
+
+
+def test_create_routes_answer_201_with_upstream_shapes(http: httpx.Client) -> None:
+    enqueued = http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": [{"input": 1}, {"input": 2}]})
+    assert enqueued.status_code == 201 and [r["status"] for r in enqueued.json()] == ["queuing", "queuing"]
+    assert "attempt" not in enqueued.json()[0]
+    assert http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": []}).json() == []
+
+    started = _start(http, mode="train")
+    assert started["attempt"]["sequence_id"] == 1 and started["config"]["max_attempts"] == 1
+    attempt = http.post(f"{AGL}/rollouts/{started['rollout_id']}/attempts")
+    assert attempt.status_code == 201 and attempt.json()["attempt"]["sequence_id"] == 2
+
+    resources = http.post(f"{AGL}/resources", json={"p": {"resource_type": "prompt_template", "template": "{x}",
+                                                          "engine": "f-string"}})
+    assert resources.status_code == 201 and resources.json()["version"] == 1
+
+    span = {
+        "rollout_id": started["rollout_id"], "attempt_id": started["attempt"]["attempt_id"], "sequence_id": 1,
+        "trace_id": "0" * 31 + "1", "span_id": "0" * 15 + "1", "parent_id": None, "name": "s",
+        "status": {"status_code": "OK"}, "attributes": {}, "events": [], "links": [], "start_time": 1.0,
+        "end_time": 2.0, "context": None, "parent": None, "resource": {"attributes": {}, "schema_url": ""},
+        "custom_field": {"kept": True},
+    }
+    added = http.post(f"{AGL}/spans", json=span)
+    assert added.status_code == 201 and added.json()["custom_field"] == {"kept": True}
+    duplicate = http.post(f"{AGL}/spans", json=span)
+    assert duplicate.status_code == 201 and duplicate.json() is None
+
+
+def test_dequeue_and_update_rollout_shapes(http: httpx.Client) -> None:
+    assert http.post(f"{AGL}/queues/rollouts/dequeue").json() == []  # no body at all
+    http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": [{"input": i} for i in range(3)]})
+    assert http.post(f"{AGL}/queues/rollouts/dequeue", json={"limit": 0}).json() == []
+    claimed = http.post(f"{AGL}/queues/rollouts/dequeue", json={"limit": 2, "worker_id": "w"}).json()
+    assert len(claimed) == 2 and all(r["attempt"]["worker_id"] == "w" for r in claimed)
+
+    # The update route answers a plain Rollout, even for a rollout that has attempts.
+    updated = http.post(f"{AGL}/rollouts/{claimed[0]['rollout_id']}", json={"metadata": {"x": 1}})
+    assert updated.status_code == 200 and "attempt" not in updated.json()
+    assert updated.json()["status"] == "preparing" and updated.json()["metadata"] == {"x": 1}
+    page = http.get(f"{AGL}/rollouts", params={"status_in": ["preparing", "queuing"]}).json()
+    assert page["total"] == 3 and sum("attempt" in r for r in page["items"]) == 2
+
+
+@pytest.mark.parametrize("path", [
+    f"{AGL}/rollouts/ro-missing", f"{AGL}/rollouts/ro-missing/attempts/latest", f"{AGL}/resources/latest",
+    f"{AGL}/resources/rs-missing", f"{AGL}/workers/nobody",
+])
+def test_missing_objects_are_null(http: httpx.Client, path: str) -> None:
+    response = http.get(path)
+    assert response.status_code == 200 and response.content == b"null"
+
+
+def test_unknown_ids_give_empty_results(http: httpx.Client) -> None:
+    assert http.get(f"{AGL}/rollouts/ro-missing/attempts").json()["items"] == []
+    assert http.get(f"{AGL}/spans", params={"rollout_id": "ro-missing"}).json()["total"] == 0
+    assert http.post(f"{AGL}/waits/rollouts", json={"rollout_ids": ["ro-missing"], "timeout": 0}).json() == []
+
+
+@pytest.mark.parametrize(("method", "path", "payload", "message"), [
+    ("get", "/rollouts", {"sort_by": "nope"}, "Invalid sort_by: nope"),
+    ("get", "/rollouts", {"sort_order": "up"}, "Invalid sort_order: up"),
+    ("get", "/rollouts", {"limit": 0}, "Limit must be"),
+    ("get", "/rollouts", {"limit": -2}, "Limit must be"),
+    ("get", "/rollouts", {"offset": -1}, "Offset must be"),
+    ("get", "/rollouts", {"filter_logic": "xor"}, "Invalid filter_logic: xor"),
+    ("post", "/rollouts/search", {"sort_by": "nope"}, "Invalid sort_by"),
+    ("post", "/rollouts/search", {"sort_order": "sideways"}, "Invalid sort_order"),
+    ("post", "/rollouts/search", {"filter_logic": "nand"}, "Invalid filter_logic"),
+    ("post", "/rollouts/ro-1/attempts/search", {"limit": 0}, "Limit must be"),
+    ("get", "/rollouts/ro-1/attempts", {"sort_by": "input"}, "Invalid sort_by"),
+    ("get", "/workers", {"offset": -5}, "Offset must be"),
+    ("post", "/workers/search", {"sort_by": "gpu"}, "Invalid sort_by"),
+    ("get", "/resources", {"sort_by": "nope"}, "Invalid sort_by"),
+    ("get", "/spans", {"rollout_id": "r", "sort_by": "nope"}, "Invalid sort_by"),
+    ("post", "/spans/search", {"rollout_id": "r", "filter_logic": "x"}, "Invalid filter_logic"),
+])
+def test_bad_pagination_is_400(http: httpx.Client, method: str, path: str, payload: dict[str, Any],
+                               message: str) -> None:
+    sent = {"params": payload} if method == "get" else {"json": payload}
+    response = http.request(method.upper(), AGL + path, **sent)
+    assert response.status_code == 400 and message in response.json()["detail"]
+
+
+@pytest.mark.parametrize(("path", "payload", "field"), [
+    ("/rollouts/{rid}", {"status": None}, "status"),
+    ("/rollouts/{rid}", {"config": None}, "config"),
+    ("/rollouts/{rid}/attempts/latest", {"status": None}, "status"),
+    ("/rollouts/{rid}/attempts/latest", {"worker_id": None}, "worker_id"),
+    ("/rollouts/{rid}/attempts/latest", {"last_heartbeat_time": None}, "last_heartbeat_time"),
+    ("/rollouts/{rid}/attempts/latest", {"metadata": None}, "metadata"),
+    ("/workers/w1", {"heartbeat_stats": None}, "heartbeat_stats"),
+])
+def test_null_for_a_required_update_field_is_400(http: httpx.Client, path: str, payload: dict[str, Any],
+                                                 field: str) -> None:
+    rid = _start(http)["rollout_id"]
+    response = http.post(AGL + path.format(rid=rid), json=payload)
+    assert response.status_code == 400
+    assert response.json()["detail"] == f"{field} is invalid; it cannot be a null value."
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs"), [
+    ("post", "/rollouts", {"json": {"mode": "train"}}),  # input is required
+    ("post", "/rollouts", {"json": {"input": 1, "mode": "prod"}}),
+    ("post", "/queues/rollouts/enqueue", {"json": {}}),
+    ("post", "/queues/rollouts/enqueue", {"json": {"rollouts": [{"input": 1, "config": {"max_attempts": 0}}]}}),
+    ("post", "/rollouts/ro-1", {}),  # the update body is required
+    ("post", "/rollouts/ro-1", {"json": {"status": "exploded"}}),
+    ("post", "/rollouts/ro-1/attempts/latest", {}),
+    ("post", "/rollouts/ro-1/attempts/latest", {"json": {"status": "queuing"}}),
+    ("post", "/spans", {"json": {"name": "no ids"}}),
+    ("post", "/spans/next", {"json": {"rollout_id": "ro-1"}}),
+    ("post", "/resources", {"json": {"x": {"resource_type": "database"}}}),
+    ("post", "/waits/rollouts", {"json": {"timeout": 1}}),
+    ("get", "/rollouts", {"params": {"status_in": "bogus"}}),
+    ("get", "/rollouts", {"params": {"limit": "ten"}}),
+    ("get", "/spans", {}),  # rollout_id is required
+    ("post", "/rollouts/search", {}),
+])
+def test_malformed_bodies_are_422(http: httpx.Client, method: str, path: str, kwargs: dict[str, Any]) -> None:
+    response = http.request(method.upper(), AGL + path, **kwargs)
+    assert response.status_code == 422, response.text
+    assert isinstance(response.json()["detail"], list)
+
+
+@pytest.mark.parametrize(("method", "path", "body", "message"), [
+    ("post", "/rollouts/ro-missing/attempts/latest", {"status": "failed"}, "Rollout ro-missing not found"),
+    ("post", "/rollouts/ro-missing", {"status": "failed"}, "does not exist"),
+    ("post", "/rollouts/ro-missing/attempts", None, "Rollout ro-missing not found"),
+])
+def test_store_value_errors_are_400_with_the_message(http: httpx.Client, method: str, path: str,
+                                                     body: Any, message: str) -> None:
+    response = http.request(method.upper(), AGL + path, json=body)
+    assert response.status_code == 400
+    assert message in response.json()["detail"] and response.json()["error_type"] == "ValueError"
+
+
+def test_unknown_attempt_and_span_for_unknown_rollout_are_400(http: httpx.Client) -> None:
+    rid = _start(http)["rollout_id"]
+    response = http.post(f"{AGL}/rollouts/{rid}/attempts/at-missing", json={"status": "failed"})
+    assert response.status_code == 400 and "Attempt at-missing not found" in response.json()["detail"]
+    span = {"rollout_id": "ro-missing", "attempt_id": "at-1", "sequence_id": 1, "trace_id": "a" * 32,
+            "span_id": "b" * 16, "parent_id": None, "name": "s", "status": {"status_code": "UNSET"},
+            "attributes": {}, "events": [], "links": [], "start_time": None, "end_time": None, "context": None,
+            "parent": None, "resource": {"attributes": {}, "schema_url": ""}}
+    response = http.post(f"{AGL}/spans", json=span)
+    assert response.status_code == 400 and response.json()["error_type"] == "ValueError"
+
+
+def test_experiments_are_isolated_and_validated(http: httpx.Client) -> None:
+    root = _start(http)["rollout_id"]
+    exp1 = _start(http, "/experiments/exp1")["rollout_id"]
+    assert http.get(f"{AGL}/rollouts/{exp1}").json() is None
+    assert http.get(f"/experiments/exp1{AGL}/rollouts/{root}").json() is None
+    assert http.get(f"/experiments/exp1{AGL}/rollouts/{exp1}").json()["rollout_id"] == exp1
+    assert http.get(f"/experiments/default{AGL}/rollouts/{root}").json()["rollout_id"] == root
+    assert http.get(f"/experiments/exp2{AGL}/statistics").json()["total_rollouts"] == 0
+
+    for bad in ("bad.name", "-leading-dash", "x" * 101, "sp%20ace"):
+        response = http.get(f"/experiments/{bad}{AGL}/rollouts")
+        assert response.status_code == 404 and "Invalid experiment name" in response.json()["detail"]
+    assert http.get(f"/experiments/bad.name{AGL}/health").status_code == 404
+    assert http.get("/experiments/exp1/v1/nothing").status_code == 404
+
+
+@pytest.mark.parametrize("prefix", ["", "/experiments/exp1"])
+@pytest.mark.parametrize("signal", ["metrics", "logs", "development/profiles"])
+def test_other_otlp_signals_are_501(http: httpx.Client, prefix: str, signal: str) -> None:
+    assert http.post(f"{prefix}/v1/{signal}", content=b"").status_code == 501
+
+
+def test_metrics_count_requests_by_route_template_and_status(http: httpx.Client) -> None:
+    rid = _start(http)["rollout_id"]
+    http.get(f"{AGL}/rollouts/{rid}")
+    http.get(f"{AGL}/rollouts/ro-other")
+    http.get(f"{AGL}/rollouts", params={"limit": 0})
+    http.get(f"/experiments/exp1{AGL}/rollouts/{rid}")
+    http.get("/no/such/path")
+    response = http.get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert 'agl_http_requests_total{method="GET",route="/v1/agl/rollouts/{rollout_id}",status="200"} 2.0' in text
+    assert 'agl_http_requests_total{method="POST",route="/v1/agl/rollouts",status="201"} 1.0' in text
+    assert 'agl_http_requests_total{method="GET",route="/v1/agl/rollouts",status="400"} 1.0' in text
+    assert ('agl_http_requests_total{method="GET",route="/experiments/{experiment}/v1/agl/rollouts/{rollout_id}",'
+            'status="200"} 1.0') in text
+    assert 'route="<unmatched>",status="404"' in text
+    assert "agl_http_request_duration_seconds_bucket{" in text
+    assert rid not in text  # ids never become labels
+
+
+def test_server_faults_are_500_without_traceback_and_not_cached(start_server: Any, store_factory: Any) -> None:
+    calls: list[str] = []
+
+    async def flaky(experiment: str) -> Any:
+        calls.append(experiment)
+        if len(calls) == 1:
+            raise RuntimeError("broker unreachable")
+        return await store_factory(experiment)
+
+    with httpx.Client(base_url=start_server(flaky).url) as http:
+        assert http.get("/health").status_code == 200  # liveness needs no store
+        failed = http.get(f"{AGL}/rollouts")
+        assert failed.status_code == 500
+        assert failed.json() == {"detail": "Internal server error", "error_type": "RuntimeError"}
+        assert http.get(f"{AGL}/rollouts").status_code == 200  # the failed open was not cached
+        assert http.get(f"{AGL}/statistics").status_code == 200
+    assert calls == ["default", "default"]
