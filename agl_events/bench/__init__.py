@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print figures. Speed is measured here, never asserted in tests."""
