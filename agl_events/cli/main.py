@@ -9,6 +9,7 @@ import typer
 
 from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
+from agl_events.cli.processor import processor
 from agl_events.cli.schemas import schemas_app
 from agl_events.cli.store import store
 from agl_events.cli.topics import topics_app
@@ -25,6 +26,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 app.command()(demo)
 app.command()(store)
+app.command()(processor)
 
 
 @app.callback()

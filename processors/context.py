@@ -1,0 +1,183 @@
+"""What the processor's agents and pages work with, handed to them explicitly instead of through globals.
+
+One `ProcessorContext` per faust app: the codec, the per-partition views, and the dead-letter writer.
+Keeping them in one small object makes the agents thin (decode, reduce, write) and lets the folding
+step (`fold_records`) run without faust at all, in tests or scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from confluent_kafka import KafkaException, Message
+
+from agl_events.events.codec import AvroCodec, CodecError
+from agl_events.log.clients import make_admin
+from agl_events.log.dead_letters import dead_letter_to
+from agl_events.log.reader import DeadLetter
+from agl_events.log.records import LoggedEvent
+from agl_events.log.writer import EventWriter
+from agl_events.store.kafka import VIEW_TOPICS
+from agl_events.topics import topic_name
+from processors.partition_views import PartitionViews, Position
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A record as consumed (raw bytes, value_serializer="raw"): enough to fold it or dead-letter it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes]] = ()
+
+    @classmethod
+    def of(cls, message: Any) -> RawRecord:
+        """From a faust `Message` (what `event.message` is in a stream)."""
+        return cls(message.topic, message.partition, message.offset, message.key, message.value,
+                   tuple(message.headers or ()))
+
+
+class _Origin:
+    """Looks like the confluent-kafka Message that `dead_letter_to` reads, so the processor's DLQ records
+    carry exactly the same origin headers as the store reader's (one format for whoever inspects them)."""
+
+    def __init__(self, record: RawRecord) -> None:
+        self._record = record
+
+    def value(self) -> bytes | None:
+        return self._record.value
+
+    def key(self) -> bytes | None:
+        return self._record.key
+
+    def topic(self) -> str:
+        return self._record.topic
+
+    def partition(self) -> int:
+        return self._record.partition
+
+    def offset(self) -> int:
+        return self._record.offset
+
+
+@dataclass
+class FoldCounters:
+    """What this worker has done since it started (for /views/stats; not persisted)."""
+
+    batches: int = 0
+    folded: int = 0
+    redelivered: int = 0
+    dead_lettered: int = 0
+    not_ours: int = 0
+
+
+@dataclass
+class ProcessorContext:
+    """The clients of one processor app."""
+
+    experiment: str
+    codec: AvroCodec
+    views: PartitionViews
+    writer: EventWriter
+    topics: tuple[str, ...]
+    bootstrap: str = ""
+    counters: FoldCounters = field(default_factory=FoldCounters)
+    _dead_letter: DeadLetter | None = None
+    _partition_counts: dict[str, int] = field(default_factory=dict)
+
+    async def partition_count(self, topic: str) -> int | None:
+        """How many partitions `topic` has, asked of the broker once (None if it cannot tell).
+
+        Not from faust's consumer: only the group leader's aiokafka keeps a metadata snapshot.
+        """
+        if topic not in self._partition_counts:
+            def ask() -> int | None:
+                meta = make_admin(self.bootstrap).list_topics(topic, timeout=5.0).topics.get(topic)
+                return len(meta.partitions) if meta is not None and meta.error is None else None
+
+            try:
+                count = await asyncio.to_thread(ask)
+            except KafkaException as exc:
+                log.warning("cannot read the partition count of %s: %s", topic, exc)
+                return None
+            if count is None:
+                return None
+            self._partition_counts[topic] = count
+        return self._partition_counts[topic]
+
+    def dead_letter(self, record: RawRecord, error: CodecError) -> None:
+        """Copy an undecodable record, byte for byte, to `agl.<exp>.dlq` with its origin in headers."""
+        if self._dead_letter is None:
+            self._dead_letter = dead_letter_to(self.writer)
+        self.counters.dead_lettered += 1
+        log.error("undecodable record at %s[%d]@%d: %s", record.topic, record.partition, record.offset, error)
+        self._dead_letter(cast(Message, _Origin(record)), error)
+
+    async def close(self) -> None:
+        """Close every view (on the event loop, so no fold or query is half-way through one), then flush
+        the dead letters still in flight (in a thread: it may wait on the broker)."""
+        self.views.close()
+        await asyncio.to_thread(self.writer.close)
+
+
+def build_context(bootstrap: str, experiment: str, data_dir: Path,
+                  schema_registry_url: str | None = None) -> ProcessorContext:
+    """Clients for one worker; the producer is only used for dead letters (acks=all, idempotent)."""
+    codec = AvroCodec.from_url(schema_registry_url)
+    writer = EventWriter(bootstrap, experiment, codec,
+                         producer_id=f"processor-{socket.gethostname()}-{os.getpid()}")
+    return ProcessorContext(experiment=experiment, codec=codec, views=PartitionViews(data_dir), writer=writer,
+                            topics=tuple(topic_name(experiment, t) for t in VIEW_TOPICS), bootstrap=bootstrap)
+
+
+async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> int:
+    """Decode, reduce and write one batch; returns how many events were new to the views.
+
+    Each partition's events go to that partition's view in one `apply_logged` call, i.e. one RocksDB
+    batch that also stores the partition's next offset, so a crash keeps state and position together.
+    Records of partitions this worker no longer holds (a rebalance raced the batch) are left to their
+    new owner. Dead letters are flushed before any view moves past them: once a position is stored
+    beyond a bad record, nobody reads that record again, so its DLQ copy must already be durable.
+    """
+    by_partition: dict[Position, list[LoggedEvent]] = {}
+    bad = 0
+    for record in records:
+        if not ctx.views.holds(record.topic, record.partition):
+            ctx.counters.not_ours += 1
+            continue
+        try:
+            decoded = ctx.codec.decode(record.value or b"")
+        except CodecError as exc:
+            ctx.dead_letter(record, exc)
+            bad += 1
+            continue
+        by_partition.setdefault((record.topic, record.partition), []).append(LoggedEvent(
+            decoded.name, record.key.decode() if record.key else None, decoded.record,
+            record.topic, record.partition, record.offset, dict(record.headers)))
+    if bad:
+        await asyncio.to_thread(ctx.writer.flush)
+    fresh = 0
+    total = 0
+    for (topic, partition), events in by_partition.items():
+        view = ctx.views.view(topic, partition)
+        if view is None:  # revoked while the dead letters were flushed
+            ctx.counters.not_ours += len(events)
+            continue
+        fresh += view.apply_logged(events)
+        total += len(events)
+    ctx.counters.batches += 1
+    ctx.counters.folded += fresh
+    ctx.counters.redelivered += total - fresh
+    return fresh

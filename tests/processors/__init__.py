@@ -1,0 +1,1 @@
+"""Tests of the view processor (faust workers) against the real broker."""
