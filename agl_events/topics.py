@@ -90,6 +90,7 @@ EVENT_TOPIC: dict[str, Topic] = {
     "ResourcesUpdated": Topic.RESOURCES,
     "WorkerHeartbeat": Topic.WORKERS,
     "WorkerStatusChanged": Topic.WORKERS,
+    "RunnersStopRequested": Topic.WORKERS,
     "TaskDispatched": Topic.TASKS,
 }
 

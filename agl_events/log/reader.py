@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.log.clients import make_consumer
@@ -15,6 +16,8 @@ from agl_events.topics import Topic, topic_name
 log = logging.getLogger(__name__)
 
 Position = tuple[str, int]  # (topic, partition)
+_TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT}
 DeadLetter = Callable[[Message, CodecError], None]
 
 
@@ -51,12 +54,20 @@ class EventReader:
         self._positions = {(tp.topic, tp.partition): max(tp.offset, 0) for tp in assignment}
         self._consumer.assign(assignment)
 
-    def end_offsets(self, timeout: float = 10.0) -> dict[Position, int]:
+    def end_offsets(self, timeout: float = 30.0) -> dict[Position, int]:
         """The high watermark of each assigned partition now: the offset the next append will get."""
-        return {
-            pos: self._consumer.get_watermark_offsets(TopicPartition(*pos), timeout=timeout)[1]
-            for pos in self._positions
-        }
+        return {pos: self._watermark(pos, timeout) for pos in self._positions}
+
+    def _watermark(self, position: Position, timeout: float) -> int:
+        """A just-created topic can answer NOT_LEADER for a moment after metadata shows its leader: retry."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._consumer.get_watermark_offsets(TopicPartition(*position), timeout=timeout)[1]
+            except KafkaException as exc:
+                if exc.args[0].code() not in _TRANSIENT or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def caught_up_to(self, targets: Mapping[Position, int]) -> bool:
         return all(self._positions.get(pos, 0) >= end for pos, end in targets.items())

@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel
 
 from agl_events.types import (
+    AttemptedRollout,
     AttemptStatus,
     EnqueueRolloutRequest,
     RolloutConfig,
@@ -169,3 +170,10 @@ __all__ = [
     "UpdateWorkerRequest",
     "WaitForRolloutsRequest",
 ]
+
+
+class ClaimResponse(BaseModel):
+    """agl-events extension: a runner's claim of a dispatched task (null rollout: someone else has it)."""
+
+    rollout: AttemptedRollout | None
+    next_sequence_id: int | None

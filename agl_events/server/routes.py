@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from agl_events.server.requests import (
+    ClaimResponse,
     DequeueManyRolloutsRequest,
     EnqueueManyRolloutsRequest,
     NextSequenceIdRequest,
@@ -175,6 +176,18 @@ def create_agl_router(get_store: StoreDependency) -> APIRouter:
     ) -> JSONResponse:
         worker_id = request.worker_id if request else None
         return respond(await store.start_attempt(rollout_id, worker_id=worker_id), AttemptedRollout, 201)
+
+    @router.post("/rollouts/{rollout_id}/claim", response_model=ClaimResponse)
+    async def claim_rollout(
+        rollout_id: str, store: Store, request: Annotated[StartAttemptRequest | None, Body()] = None
+    ) -> JSONResponse:
+        """agl-events extension, not in Agent Lightning: runners on the tasks topic claim a queued rollout."""
+        claim = getattr(store, "claim_rollout", None)
+        if claim is None:
+            raise HTTPException(status_code=501, detail="this store backend does not dispatch tasks")
+        claimed = await claim(rollout_id, worker_id=request.worker_id if request else None)
+        body = ClaimResponse(rollout=claimed[0] if claimed else None, next_sequence_id=claimed[1] if claimed else None)
+        return respond(body, ClaimResponse)
 
     async def _query_attempts(rollout_id: str, q: QueryAttemptsRequest, store: LightningStore) -> JSONResponse:
         validate_pagination(q, Attempt)

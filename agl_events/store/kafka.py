@@ -14,6 +14,7 @@ import os
 import socket
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
@@ -23,8 +24,10 @@ from agl_events.log.dead_letters import dead_letter_to
 from agl_events.log.reader import EventReader
 from agl_events.log.records import LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter
+from agl_events.store.base import UNSET
 from agl_events.store.service import EventSourcedStore
-from agl_events.topics import Topic, create_topics
+from agl_events.topics import Topic, create_topics, topic_name
+from agl_events.types import Attempt
 from agl_events.views.kv import RocksKV
 from agl_events.views.store_view import StoreView
 
@@ -34,25 +37,40 @@ VIEW_TOPICS = (Topic.ROLLOUTS, Topic.ATTEMPTS, Topic.SPANS, Topic.RESOURCES, Top
 
 
 class KafkaLog:
-    """EventLog over the durable writer."""
+    """EventLog over two durable writers: one for everything, one for the tasks topic.
 
-    def __init__(self, writer: EventWriter) -> None:
+    Tasks go out one per record batch, so that a runner's share consumer, fetching at most one record,
+    acquires exactly one task (share fetches hand out whole batches) and idle runners get the others.
+    """
+
+    def __init__(self, writer: EventWriter, tasks_writer: EventWriter) -> None:
         self.writer = writer
+        self.tasks_writer = tasks_writer
 
     async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
-        return await self.writer.append(events)
+        tasks = [e for e in events if e.topic == Topic.TASKS]
+        if not tasks:
+            return await self.writer.append(events)
+        rest = [e for e in events if e.topic != Topic.TASKS]
+        logged_rest, logged_tasks = await asyncio.gather(self.writer.append(rest), self.tasks_writer.append(tasks))
+        return [*logged_rest, *logged_tasks]
+
+    def close(self) -> None:
+        self.writer.close()
+        self.tasks_writer.close()
 
 
 class KafkaLightningStore(EventSourcedStore):
     """The LightningStore of one experiment, durable in Kafka. Build it with `await KafkaLightningStore.open()`."""
 
-    def __init__(self, writer: EventWriter, reader: EventReader, view: StoreView,
+    def __init__(self, log_: KafkaLog, reader: EventReader, view: StoreView,
                  scan_debounce_seconds: float = 10.0) -> None:
-        super().__init__(KafkaLog(writer), view, producer_id=writer.producer_id,
-                         scan_debounce_seconds=scan_debounce_seconds)
-        self._writer = writer
+        super().__init__(log_, view, producer_id=log_.writer.producer_id, scan_debounce_seconds=scan_debounce_seconds)
+        self._log = log_
+        self._writer = log_.writer
         self._reader = reader
         self._follower: asyncio.Task[None] | None = None
+        self._progress = asyncio.Event()
         self._watchdog: asyncio.Task[None] | None = None
 
     @classmethod
@@ -63,12 +81,14 @@ class KafkaLightningStore(EventSourcedStore):
         bootstrap = await asyncio.to_thread(ensure_broker, settings)
         await asyncio.to_thread(create_topics, make_admin(bootstrap), settings.experiment)
         codec = AvroCodec.from_url(settings.schema_registry_url)
-        writer = EventWriter(bootstrap, settings.experiment, codec,
-                             producer_id=f"store-{socket.gethostname()}-{os.getpid()}")
+        producer_id = f"store-{socket.gethostname()}-{os.getpid()}"
+        writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id)
+        tasks_writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id,
+                                   **{"batch.num.messages": 1, "linger.ms": 0})
         view = StoreView(RocksKV(view_dir or settings.home / "views" / settings.experiment))
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
                              dead_letter=dead_letter_to(writer), **{"fetch.wait.max.ms": 20})
-        store = cls(writer, reader, view, scan_debounce_seconds)
+        store = cls(KafkaLog(writer, tasks_writer), reader, view, scan_debounce_seconds)
         try:
             reader.assign(view.positions)
             applied = await store.catch_up()
@@ -96,6 +116,29 @@ class KafkaLightningStore(EventSourcedStore):
             if batch:
                 self.view.apply_logged(batch)
                 self.notify_applied(batch)
+                foreign = [(e.record["span"]["rollout_id"], e.record["span"]["attempt_id"]) for e in batch
+                           if e.kind == "SpanAdded" and e.record["producer_id"] != self._writer.producer_id]
+                if foreign:
+                    await self.record_heartbeats(foreign)
+            self._progress.set()
+            self._progress.clear()
+
+    async def caught_up(self, topic: Topic) -> None:
+        """Wait until the view holds everything in `topic` that was acknowledged before this call."""
+        name = topic_name(self._writer.experiment, topic)
+        targets = {pos: end for pos, end in (await asyncio.to_thread(self._reader.end_offsets)).items()
+                   if pos[0] == name}
+        while not self._reader.caught_up_to(targets):
+            await self._progress.wait()
+
+    async def update_attempt(self, rollout_id: str, attempt_id: str, status: Any = UNSET, worker_id: Any = UNSET,
+                             last_heartbeat_time: Any = UNSET, metadata: Any = UNSET) -> Attempt:
+        """A runner flushes its spans to Kafka before it reports the attempt finished; fold them first, so
+        whoever waits for the rollout reads all its spans."""
+        if status in ("succeeded", "failed"):
+            await self.caught_up(Topic.SPANS)
+        return await super().update_attempt(rollout_id, attempt_id, status=status, worker_id=worker_id,
+                                             last_heartbeat_time=last_heartbeat_time, metadata=metadata)
 
     async def _watch(self) -> None:
         """Timeouts fire even when nobody calls the store (upstream only checks before calls)."""
@@ -116,6 +159,6 @@ class KafkaLightningStore(EventSourcedStore):
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await super().close()
-        await asyncio.to_thread(self._writer.close)
+        await asyncio.to_thread(self._log.close)
         self._reader.close()
         self.view.close()

@@ -22,6 +22,7 @@ from agl_events.store.commands import attempts as attempt_cmds
 from agl_events.store.commands import resources as resource_cmds
 from agl_events.store.commands import rollouts as rollout_cmds
 from agl_events.store.commands import spans as span_cmds
+from agl_events.store.commands import tasks as task_cmds
 from agl_events.store.commands import workers as worker_cmds
 from agl_events.store.committer import Committer, EventLog
 from agl_events.store.context import DecisionContext
@@ -151,6 +152,29 @@ class EventSourcedStore:
             return []
         claimed = await self._decide(lambda ctx: rollout_cmds.dequeue_rollouts(ctx, limit, worker_id))
         return [AttemptedRollout.model_validate({**rollout, "attempt": attempt}) for rollout, attempt in claimed]
+
+    async def claim_rollout(self, rollout_id: str, worker_id: str | None = None
+                            ) -> tuple[AttemptedRollout, int] | None:
+        """agl-events extension for runners on the tasks topic: take this queued rollout, if still queued.
+
+        Returns the attempted rollout and the rollout's next span sequence id, or None when the rollout
+        was already claimed (a task delivered twice, or dequeued over REST) or is not waiting.
+        """
+        await self.healthcheck()
+        claimed = await self._decide(lambda ctx: task_cmds.claim(ctx, rollout_id, worker_id))
+        if claimed is None:
+            return None
+        rollout, attempt, next_sequence_id = claimed
+        return AttemptedRollout.model_validate({**rollout, "attempt": attempt}), next_sequence_id
+
+    async def record_heartbeats(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Spans someone else appended (a runner's tracer) are heartbeats: decide what they imply."""
+        def beat(ctx: DecisionContext) -> None:
+            for rid, aid in dict.fromkeys(pairs):
+                if ctx.attempt(rid, aid) is not None:
+                    span_cmds.heartbeat(ctx, rid, aid)
+
+        await self._decide(beat)
 
     async def start_attempt(self, rollout_id: str, worker_id: str | None = None) -> AttemptedRollout:
         await self.healthcheck()

@@ -9,6 +9,7 @@ from agl_events.events.convert import rollout_record
 from agl_events.reducers import keys
 from agl_events.store.base import UNSET
 from agl_events.store.commands.attempts import create_attempt, set_rollout_status
+from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.workers import mark_idle_after_empty_dequeue, sync_worker_with_attempt
 from agl_events.store.context import DecisionContext, new_rollout_id
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, Rollout, RolloutConfig
@@ -29,8 +30,9 @@ def enqueue_rollout(ctx: DecisionContext, input: Any, mode: Any = None, resource
                     config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None
                     ) -> dict[str, Any]:
     rollout = _new_rollout(ctx, input, mode, resources_id, config, metadata, "queuing")
-    ctx.emit("RolloutEnqueued", rollout["rollout_id"], rollout=rollout_record(rollout),
-             queue_seq=ctx.next_queue_seq())
+    queue_seq = ctx.next_queue_seq()
+    ctx.emit("RolloutEnqueued", rollout["rollout_id"], rollout=rollout_record(rollout), queue_seq=queue_seq)
+    dispatch(ctx, rollout, queue_seq)
     return rollout
 
 
@@ -97,4 +99,6 @@ def update_rollout(ctx: DecisionContext, rid: str, **given: Any) -> dict[str, An
     if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None:
         queue_seq = ctx.next_queue_seq()
     ctx.emit("RolloutUpdated", rid, rollout=rollout_record(updated), changed=changed, queue_seq=queue_seq)
+    if queue_seq is not None:
+        dispatch(ctx, updated, queue_seq)
     return updated

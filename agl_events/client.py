@@ -1,0 +1,72 @@
+"""A small async client of the agl-events store server, for our runners and CLI.
+
+Agent Lightning's own `LightningStoreClient` works against the server too; this one adds the runner
+extension (`claim`), turns connection failures into one clear error, and pulls in no agentlightning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from agl_events.types import Attempt, AttemptedRollout, EnqueueRolloutRequest, ResourcesUpdate, Rollout, Worker
+
+
+class StoreUnavailableError(RuntimeError):
+    """The store server cannot be reached or answered with a server error."""
+
+
+class StoreClient:
+    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=f"{self.base_url}/v1/agl", timeout=timeout)
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise StoreUnavailableError(
+                f"cannot reach the store at {self.base_url} ({exc!r}); start it with `agl-events store` "
+                "or set --store-url / AGL_STORE_URL") from exc
+        if response.status_code >= 500:
+            raise StoreUnavailableError(f"store error {response.status_code} on {path}: {response.text[:300]}")
+        if response.status_code >= 400:
+            raise ValueError(f"store rejected {method} {path} ({response.status_code}): {response.text[:300]}")
+        return response.json()
+
+    async def health(self) -> bool:
+        try:
+            return (await self._call("GET", "/health")).get("status") == "ok"
+        except StoreUnavailableError:
+            return False
+
+    async def enqueue_many(self, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
+        body = {"rollouts": [r.model_dump(mode="json") for r in requests]}
+        return [Rollout.model_validate(r) for r in await self._call("POST", "/queues/rollouts/enqueue", json=body)]
+
+    async def claim(self, rollout_id: str, worker_id: str) -> tuple[AttemptedRollout, int] | None:
+        data = await self._call("POST", f"/rollouts/{rollout_id}/claim", json={"worker_id": worker_id})
+        if data["rollout"] is None:
+            return None
+        return AttemptedRollout.model_validate(data["rollout"]), int(data["next_sequence_id"])
+
+    async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
+        data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}", json=fields)
+        return Attempt.model_validate(data)
+
+    async def get_rollout(self, rollout_id: str) -> Rollout | None:
+        data = await self._call("GET", f"/rollouts/{rollout_id}")
+        return None if data is None else Rollout.model_validate(data)
+
+    async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
+        data = await self._call("GET", f"/resources/{resources_id}" if resources_id else "/resources/latest")
+        return None if data is None else ResourcesUpdate.model_validate(data)
+
+    async def update_worker(self, worker_id: str, heartbeat_stats: dict[str, Any]) -> Worker:
+        data = await self._call("POST", f"/workers/{worker_id}", json={"heartbeat_stats": heartbeat_stats})
+        return Worker.model_validate(data)
+
+    async def close(self) -> None:
+        await self._http.aclose()
