@@ -132,3 +132,12 @@ def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> N
         if time.monotonic() > deadline:
             raise TimeoutError(f"topics without a leader after {timeout}s: {', '.join(pending)}")
         time.sleep(0.1)
+
+
+def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> list[str]:
+    """Delete every topic whose name starts with `prefix` (tests clean up their experiments with it)."""
+    names = [t for t in admin.list_topics(timeout=timeout).topics if t.startswith(prefix)]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
+            future.result()
+    return names

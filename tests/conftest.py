@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # agentlightning'
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
+from agl_events.log.clients import make_admin
+from agl_events.topics import delete_topics
 
 
 @pytest.fixture(scope="session")
@@ -22,9 +24,15 @@ def bootstrap() -> str:
 
 
 @pytest.fixture
-def experiment() -> str:
-    """A fresh experiment per test: its own topics, so tests never see each other's events."""
-    return f"t{uuid.uuid4().hex[:10]}"
+def experiment(bootstrap: str) -> Iterator[str]:
+    """A fresh experiment per test: its own topics, so tests never see each other's events.
+
+    Its topics, and those of experiments named after it (`<experiment>-...`), are deleted afterwards:
+    a broker keeps several open files per partition, and a whole run would otherwise exhaust them.
+    """
+    name = f"t{uuid.uuid4().hex[:10]}"
+    yield name
+    delete_topics(make_admin(bootstrap), f"agl.{name}")
 
 
 @pytest.fixture

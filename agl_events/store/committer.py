@@ -21,6 +21,15 @@ T = TypeVar("T")
 Command = Callable[[DecisionContext], Any]
 
 
+class PartialFailure(Exception):
+    """Returned (not raised) by a command whose events up to a failure stand, as upstream keeps them:
+    e.g. add_many_spans inserts the groups before the one that fails, then raises."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class EventLog(Protocol):
     """Where events become durable. `append` returns only when every event is acknowledged."""
 
@@ -88,7 +97,11 @@ class Committer:
         self._view.apply_own(logged)
         self._on_applied(logged)
         for future, result in decided:
-            if not future.done():
+            if future.done():
+                continue
+            if isinstance(result, PartialFailure):
+                future.set_exception(result.error)
+            else:
                 future.set_result(result)
 
     async def close(self) -> None:

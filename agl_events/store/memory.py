@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from agl_events.events.codec import AvroCodec
 from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.store.base import LightningStoreCapabilities
 from agl_events.store.service import EventSourcedStore
 from agl_events.views.kv import DictKV
 from agl_events.views.store_view import StoreView
@@ -32,6 +33,10 @@ class InMemoryLog:
 
 class InMemoryLightningStore(EventSourcedStore):
     """Not durable and single-process: for tests and quick experiments."""
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return {**super().capabilities, "zero_copy": False}
 
     def __init__(self, scan_debounce_seconds: float = 10.0) -> None:
         self.log = InMemoryLog()

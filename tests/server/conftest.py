@@ -11,7 +11,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFor:
     from agl_events.store.kafka import KafkaLightningStore
 
     settings: Settings = request.getfixturevalue("settings")
-    prefix = f"s{uuid.uuid4().hex[:8]}"
+    prefix = settings.experiment  # `<experiment>-<name>` topics are deleted with the experiment's
 
     async def kafka_store(experiment: str) -> LightningStore:
         scoped = settings.model_copy(update={"experiment": f"{prefix}-{experiment}"})

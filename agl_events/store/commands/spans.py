@@ -9,6 +9,7 @@ from typing import Any
 from agl_events.events.convert import span_record
 from agl_events.reducers import keys
 from agl_events.store.commands.attempts import set_rollout_status
+from agl_events.store.committer import PartialFailure
 from agl_events.store.context import DecisionContext
 
 log = logging.getLogger("agl_events.store")
@@ -27,8 +28,12 @@ def allocate_sequence_ids(ctx: DecisionContext, pairs: Sequence[tuple[str, str]]
     return issued
 
 
-def add_spans(ctx: DecisionContext, spans: Sequence[dict[str, Any]]) -> list[int]:
-    """Insert spans grouped by (rollout, attempt); returns the indexes of those inserted (not duplicates)."""
+def add_spans(ctx: DecisionContext, spans: Sequence[dict[str, Any]]) -> list[int] | PartialFailure:
+    """Insert spans grouped by (rollout, attempt); returns the indexes of those inserted (not duplicates).
+
+    As upstream, each group first bumps the rollout's sequence counter, then is validated; an unknown
+    rollout or attempt fails the call but keeps that bump and the groups inserted before it.
+    """
     groups: dict[tuple[str, str], list[int]] = {}
     for index, span in enumerate(spans):
         groups.setdefault((span["rollout_id"], span["attempt_id"]), []).append(index)
@@ -38,9 +43,9 @@ def add_spans(ctx: DecisionContext, spans: Sequence[dict[str, Any]]) -> list[int
         if (ctx.get(keys.span_counter(rid)) or 0) < top:
             ctx.emit("SpanSequenceReserved", rid, rollout_id=rid, attempt_id=aid, sequence_id=top)
         if ctx.rollout(rid) is None:
-            raise ValueError(f"Rollout {rid} not found")
+            return PartialFailure(ValueError(f"Rollout {rid} not found"))
         if ctx.attempt(rid, aid) is None:
-            raise ValueError(f"Attempt {aid} not found for rollout {rid}")
+            return PartialFailure(ValueError(f"Attempt {aid} not found for rollout {rid}"))
         fresh: list[int] = []
         for i in indexes:
             span = spans[i]
