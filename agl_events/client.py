@@ -14,6 +14,11 @@ import httpx
 from agl_events.types import Attempt, AttemptedRollout, EnqueueRolloutRequest, ResourcesUpdate, Rollout, Worker
 
 
+def experiment_url(store_url: str, experiment: str) -> str:
+    """The store server serves every experiment under /experiments/<name> (the default one at the root too)."""
+    return f"{store_url.rstrip('/')}/experiments/{experiment}"
+
+
 class StoreUnavailableError(RuntimeError):
     """The store server cannot be reached or answered with a server error."""
 

@@ -10,6 +10,8 @@ import typer
 from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
+from agl_events.cli.produce import produce_app
+from agl_events.cli.runner import runner_app
 from agl_events.cli.schemas import schemas_app
 from agl_events.cli.store import store
 from agl_events.cli.topics import topics_app
@@ -24,6 +26,8 @@ app = typer.Typer(
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
+app.add_typer(runner_app, name="runner")
+app.add_typer(produce_app, name="produce")
 app.command()(demo)
 app.command()(store)
 app.command()(processor)

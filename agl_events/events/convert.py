@@ -63,7 +63,10 @@ def attempt_from_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _attrs(values: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if values is None else {"values": values}
+    """OpenTelemetry keeps list attributes as tuples; Avro (fastavro) wants lists."""
+    if values is None:
+        return None
+    return {"values": {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}}
 
 
 def _context(ctx: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -34,6 +34,9 @@ class EventReader:
         self.topics = [topic_name(experiment, t) for t in topics]
         self._dead_letter = dead_letter
         self._consumer = make_consumer(bootstrap, None, **consumer_overrides)
+        # Watermark queries on the consuming handle queue behind its fetches (tens of ms each); a second,
+        # idle handle answers them in well under a millisecond.
+        self._meta = make_consumer(bootstrap, None)
         self._positions: dict[Position, int] = {}
         self.dead_lettered = 0
 
@@ -54,16 +57,16 @@ class EventReader:
         self._positions = {(tp.topic, tp.partition): max(tp.offset, 0) for tp in assignment}
         self._consumer.assign(assignment)
 
-    def end_offsets(self, timeout: float = 30.0) -> dict[Position, int]:
-        """The high watermark of each assigned partition now: the offset the next append will get."""
-        return {pos: self._watermark(pos, timeout) for pos in self._positions}
+    def end_offsets(self, timeout: float = 30.0, topic: str | None = None) -> dict[Position, int]:
+        """The high watermark of each assigned partition (of `topic`) now: the offset the next append gets."""
+        return {pos: self._watermark(pos, timeout) for pos in self._positions if topic in (None, pos[0])}
 
     def _watermark(self, position: Position, timeout: float) -> int:
         """A just-created topic can answer NOT_LEADER for a moment after metadata shows its leader: retry."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self._consumer.get_watermark_offsets(TopicPartition(*position), timeout=timeout)[1]
+                return self._meta.get_watermark_offsets(TopicPartition(*position), timeout=timeout)[1]
             except KafkaException as exc:
                 if exc.args[0].code() not in _TRANSIENT or time.monotonic() > deadline:
                     raise
@@ -98,3 +101,4 @@ class EventReader:
 
     def close(self) -> None:
         self._consumer.close()
+        self._meta.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,6 +14,8 @@ from agl_events.events.codec import AvroCodec
 from agl_events.log.clients import make_producer
 from agl_events.log.records import LoggedEvent, NewEvent
 from agl_events.topics import topic_name
+
+log = logging.getLogger(__name__)
 
 
 class AppendError(RuntimeError):
@@ -50,6 +53,31 @@ class EventWriter:
                     headers: dict[str, bytes]) -> None:
         """Fire-and-forget for the dead-letter path: bytes as they were, origin in headers."""
         self._producer.produce(topic, value=value, key=key, headers=list(headers.items()))
+
+    def send(self, events: Sequence[NewEvent],
+             on_delivery: Callable[[NewEvent, BaseException | None], None] | None = None) -> None:
+        """Fire-and-forget append for high-volume streams (spans): returns once the events are queued.
+
+        librdkafka batches them (linger) instead of one round trip per event. `on_delivery(event, error)`
+        runs on the poll thread once Kafka acknowledged the event (error None) or gave up on it; the
+        caller keeps its own account and waits for it (e.g. KafkaTracer.flush). Without a callback a
+        failure is only logged. Encoding or local-queue errors raise here, before anything is queued.
+        """
+        for new in events:
+            self._produce(new, self._reporter(new, on_delivery))
+
+    @staticmethod
+    def _reporter(new: NewEvent, on_delivery: Callable[[NewEvent, BaseException | None], None] | None
+                  ) -> Callable[[KafkaError | None, Message | None], None]:
+        def on_done(err: KafkaError | None, msg: Message | None) -> None:
+            error = None if err is None and msg is not None else AppendError(
+                f"append of {new.kind} for {new.key} failed: {err}")
+            if on_delivery is not None:
+                on_delivery(new, error)
+            elif error is not None:
+                log.error("%s", error)
+
+        return on_done
 
     async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
         """Append in order and wait until every event is durable; returns them with their offsets."""

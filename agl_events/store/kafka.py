@@ -71,6 +71,7 @@ class KafkaLightningStore(EventSourcedStore):
         self._reader = reader
         self._follower: asyncio.Task[None] | None = None
         self._progress = asyncio.Event()
+        self._closed = False
         self._watchdog: asyncio.Task[None] | None = None
 
     @classmethod
@@ -112,7 +113,9 @@ class KafkaLightningStore(EventSourcedStore):
     async def _follow(self) -> None:
         """Fold what others append (and confirm our own appends) as it arrives."""
         while True:
-            batch = await asyncio.to_thread(self._reader.poll, 5000, 0.2)
+            # A short poll: `consume` waits out its whole timeout when fewer records come, and callers of
+            # `caught_up` (every finishing attempt) wait for the next round.
+            batch = await asyncio.to_thread(self._reader.poll, 5000, 0.01)
             if batch:
                 self.view.apply_logged(batch)
                 self.notify_applied(batch)
@@ -125,9 +128,7 @@ class KafkaLightningStore(EventSourcedStore):
 
     async def caught_up(self, topic: Topic) -> None:
         """Wait until the view holds everything in `topic` that was acknowledged before this call."""
-        name = topic_name(self._writer.experiment, topic)
-        targets = {pos: end for pos, end in (await asyncio.to_thread(self._reader.end_offsets)).items()
-                   if pos[0] == name}
+        targets = await asyncio.to_thread(self._reader.end_offsets, 30.0, topic_name(self._writer.experiment, topic))
         while not self._reader.caught_up_to(targets):
             await self._progress.wait()
 
@@ -154,6 +155,10 @@ class KafkaLightningStore(EventSourcedStore):
         return self._reader.dead_lettered
 
     async def close(self) -> None:
+        """Idempotent: the server closes the stores it served, and their owner may close them too."""
+        if self._closed:
+            return
+        self._closed = True
         for task in (self._follower, self._watchdog):
             if task is not None:
                 task.cancel()

@@ -1,0 +1,75 @@
+"""The algorithm contract, and the context the Trainer hands an algorithm."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agl_events.rewards import final_reward
+from agl_events.store.service import EventSourcedStore
+from agl_events.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Span
+
+Adapter = Callable[[Sequence[Span]], Any]
+
+
+@dataclass
+class SplitResult:
+    """What a run over one dataset split produced."""
+
+    mode: str
+    rollouts: list[Rollout]
+    rewards: list[float | None]
+    adapted: list[Any] = field(default_factory=list)
+
+    @property
+    def succeeded(self) -> int:
+        return sum(r.status == "succeeded" for r in self.rollouts)
+
+    @property
+    def mean_reward(self) -> float | None:
+        known = [r for r in self.rewards if r is not None]
+        return sum(known) / len(known) if known else None
+
+
+@dataclass
+class AlgorithmContext:
+    """The store (in the Trainer's process), the adapter, and helpers every algorithm needs."""
+
+    store: EventSourcedStore
+    adapter: Adapter | None = None
+    rollout_config: RolloutConfig = field(default_factory=RolloutConfig)
+    poll_interval: float = 1.0
+
+    async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None) -> SplitResult:
+        """Enqueue one rollout per item, wait until all finished, read their spans back."""
+        queued = await self.store.enqueue_many_rollouts([
+            EnqueueRolloutRequest(input=item, mode=mode, resources_id=resources_id, config=self.rollout_config)
+            for item in dataset])
+        ids = [r.rollout_id for r in queued]
+        finished = await self.wait_all(ids)
+        rewards, adapted = [], []
+        for rollout in finished:
+            spans = list(await self.store.query_spans(rollout.rollout_id, "latest"))
+            rewards.append(final_reward(spans))
+            if self.adapter is not None:
+                adapted.append(self.adapter(spans))
+        return SplitResult(mode, finished, rewards, adapted)
+
+    async def wait_all(self, rollout_ids: list[str]) -> list[Rollout]:
+        """Wait for every rollout, in slices, so Ctrl-C and cancellation get through promptly."""
+        done: dict[str, Rollout] = {}
+        while len(done) < len(rollout_ids):
+            pending = [rid for rid in rollout_ids if rid not in done]
+            for rollout in await self.store.wait_for_rollouts(rollout_ids=pending, timeout=self.poll_interval):
+                done[rollout.rollout_id] = rollout
+            await asyncio.sleep(0)
+        return [done[rid] for rid in rollout_ids]
+
+
+class Algorithm(Protocol):
+    """An algorithm runs inside `Trainer.fit`, with the runners already working on the task topic."""
+
+    async def run(self, ctx: AlgorithmContext, train_dataset: Sequence[Any],
+                  val_dataset: Sequence[Any] | None) -> dict[str, SplitResult]: ...

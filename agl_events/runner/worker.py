@@ -1,0 +1,163 @@
+"""One runner: take a task, claim it from the store, run the agent under the Kafka tracer, report.
+
+Per rollout a runner makes two small calls to the store (claim, finish) and one to resolve resources
+when their id changes; spans stream to Kafka in batches and are flushed before the finish is reported,
+so a rollout's spans are in the log (and in the store's view) before anyone sees it finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import resource
+import signal
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel
+
+from agl_events.agent import LitAgent
+from agl_events.client import StoreClient, StoreUnavailableError
+from agl_events.config import Settings
+from agl_events.events.codec import AvroCodec
+from agl_events.log.writer import EventWriter
+from agl_events.runner.agents import load_agent
+from agl_events.runner.control import StopWatcher
+from agl_events.runner.tasks import Task, TaskQueue
+from agl_events.tracer import KafkaTracer
+from agl_events.types import AttemptedRollout, ResourcesUpdate
+
+log = logging.getLogger(__name__)
+
+
+class RunnerConfig(BaseModel):
+    settings: Settings
+    store_url: str
+    agent: str
+    runner_id: str = ""
+    heartbeat_interval: float = 10.0
+    poll_timeout: float = 0.1
+    #: A rollout running longer than this makes the runner leave the task group until it is done, so the
+    #: tasks its client fetched ahead go to idle runners (rejoining costs about a second).
+    step_aside_after: float = 1.0
+    max_rollouts: int | None = None
+
+    def with_id(self) -> RunnerConfig:
+        runner_id = self.runner_id or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        return self.model_copy(update={"runner_id": runner_id})
+
+
+def system_snapshot() -> dict[str, Any]:
+    """What a heartbeat says about the runner's machine (upstream sends psutil figures; we avoid the dep)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"pid": os.getpid(), "host": socket.gethostname(), "loadavg": list(os.getloadavg()),
+            "max_rss_kb": usage.ru_maxrss, "cpu_user_s": usage.ru_utime, "time": time.time()}
+
+
+class Runner:
+    def __init__(self, config: RunnerConfig, agent: LitAgent[Any] | None = None) -> None:
+        self.config = config.with_id()
+        self.agent = agent if agent is not None else load_agent(config.agent)
+        self.stop = threading.Event()
+        self.completed = 0
+        self._resources: dict[str, ResourcesUpdate] = {}
+
+    async def run(self) -> int:
+        """Run until stopped (stop event, SIGTERM or max_rollouts); returns how many rollouts ran."""
+        cfg, settings = self.config, self.config.settings
+        codec = AvroCodec.from_url(settings.schema_registry_url)
+        writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id)
+        tracer = KafkaTracer(writer)
+        queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id)
+        StopWatcher(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, self.stop)
+        client = StoreClient(cfg.store_url)
+        beating = asyncio.create_task(self._heartbeats(client))
+        try:
+            while not self.stop.is_set():
+                task = await asyncio.to_thread(queue.next_task, cfg.poll_timeout)
+                if task is not None:
+                    await self._handle(task, queue, client, tracer)
+                if cfg.max_rollouts is not None and self.completed >= cfg.max_rollouts:
+                    break
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+            await asyncio.to_thread(queue.close)
+            await asyncio.to_thread(writer.close)
+            await client.close()
+        return self.completed
+
+    async def _heartbeats(self, client: StoreClient) -> None:
+        while True:
+            try:
+                await client.update_worker(self.config.runner_id, system_snapshot())
+            except (StoreUnavailableError, ValueError) as exc:
+                log.warning("heartbeat failed: %s", exc)
+            await asyncio.sleep(self.config.heartbeat_interval)
+
+    async def _handle(self, task: Task, queue: TaskQueue, client: StoreClient, tracer: KafkaTracer) -> None:
+        try:
+            claimed = await client.claim(task.rollout_id, self.config.runner_id)
+        except StoreUnavailableError as exc:
+            log.warning("cannot claim %s: %s; giving the task back", task.rollout_id, exc)
+            await asyncio.to_thread(queue.give_back, task)
+            await asyncio.sleep(1.0)
+            return
+        await asyncio.to_thread(queue.done, task)
+        log.info("task %s: %s", task.rollout_id, "claimed" if claimed else "already taken")
+        if claimed is None:
+            return  # taken over REST or by another runner, or cancelled: nothing to do
+        rollout, first_sequence_id = claimed
+        loop = asyncio.get_running_loop()
+        step_aside = loop.call_later(self.config.step_aside_after,
+                                     lambda: loop.run_in_executor(None, queue.step_aside))
+        try:
+            await self._run_rollout(rollout, first_sequence_id, client, tracer)
+        finally:
+            step_aside.cancel()
+            await asyncio.to_thread(queue.rejoin)
+
+    async def _resolve(self, client: StoreClient, resources_id: str | None) -> ResourcesUpdate | None:
+        if resources_id is None:
+            return await client.get_resources(None)
+        if resources_id not in self._resources:
+            found = await client.get_resources(resources_id)
+            if found is None:
+                return None
+            self._resources[resources_id] = found
+        return self._resources[resources_id]
+
+    async def _run_rollout(self, rollout: AttemptedRollout, first_sequence_id: int, client: StoreClient,
+                           tracer: KafkaTracer) -> None:
+        rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
+        resources = await self._resolve(client, rollout.resources_id)
+        status = "succeeded"
+        try:
+            async with tracer.trace_context(rid, aid, first_sequence_id):  # flushes spans on exit
+                result = await self._call_agent(rollout, resources.resources if resources else {})
+                tracer.record_result(result)
+        except Exception:
+            log.exception("rollout %s attempt %s failed", rid, aid)
+            status = "failed"
+        await client.update_attempt(rid, aid, status=status)
+        self.completed += 1
+
+    async def _call_agent(self, rollout: AttemptedRollout, resources: dict[str, Any]) -> Any:
+        """Async agents run on the runner's loop; sync ones on a thread, so heartbeats and stop keep working."""
+        if self.agent.is_async():
+            return await self.agent.execute(rollout.input, resources, rollout)
+        return await asyncio.to_thread(self.agent.execute_sync, rollout.input, resources, rollout)
+
+
+def run_runner(config: RunnerConfig, agent: LitAgent[Any] | None = None) -> int:
+    """Process entry point: SIGTERM and SIGINT ask for a cooperative stop after the current rollout."""
+    logging.basicConfig(level=os.environ.get("AGL_LOG_LEVEL", "WARNING").upper(),
+                        format=f"%(asctime)s {config.runner_id} %(name)s %(levelname)s %(message)s")
+    runner = Runner(config, agent)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: runner.stop.set())
+    return asyncio.run(runner.run())

@@ -1,0 +1,55 @@
+"""A store and its HTTP server inside the calling event loop: for the Trainer, tests and benchmarks.
+
+The caller uses the store object directly (no HTTP in the way) while runner processes reach the same
+store over HTTP, and both share one event loop, so no call ever crosses threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import uvicorn
+
+from agl_events.client import experiment_url
+from agl_events.config import Settings
+from agl_events.server.app import create_app
+from agl_events.store.kafka import KafkaLightningStore
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def embedded_store_server(settings: Settings, view_dir: Path, *, host: str = "127.0.0.1",
+                                port: int | None = None, scan_debounce_seconds: float = 10.0
+                                ) -> AsyncIterator[tuple[KafkaLightningStore, str]]:
+    """Yield (store, URL of its experiment on the server); both are closed on exit."""
+    store = await KafkaLightningStore.open(settings, view_dir=view_dir, scan_debounce_seconds=scan_debounce_seconds)
+
+    async def store_for(experiment: str) -> KafkaLightningStore:
+        if experiment != settings.experiment:
+            raise ValueError(f"this server serves experiment {settings.experiment!r} only")
+        return store
+
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(create_app(store_for, settings.experiment), host=host, port=port,
+                                          log_level="warning", access_log=False, timeout_keep_alive=30))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the host program owns signals
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()  # raises why it could not start (port taken...)
+            await asyncio.sleep(0.02)
+        yield store, experiment_url(f"http://{host}:{port}", settings.experiment)
+    finally:
+        server.should_exit = True
+        await asyncio.gather(serving, return_exceptions=True)
+        await store.close()

@@ -1,0 +1,7 @@
+"""Tracing agents into Kafka: `KafkaTracer` turns finished OpenTelemetry spans into SpanAdded events."""
+
+from agl_events.tracer.convert import span_from_otel
+from agl_events.tracer.kafka import KafkaSpanProcessor, KafkaTracer, SpanFlushError, TraceContext
+from agl_events.tracer.results import record_result
+
+__all__ = ["KafkaSpanProcessor", "KafkaTracer", "SpanFlushError", "TraceContext", "record_result", "span_from_otel"]

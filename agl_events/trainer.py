@@ -1,0 +1,93 @@
+"""Trainer: hosts the store, starts the runners, runs the algorithm, and shuts everything down.
+
+`fit(agent, train_dataset, val_dataset)` and `dev(agent, dataset)` as in Agent Lightning 0.3.0. The store
+lives in this process (the algorithm calls it directly) and is also served over HTTP on a free local port,
+which the runner processes use for their few control calls; their spans go straight to Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agl_events.agent import LitAgent
+from agl_events.algorithm import Algorithm, AlgorithmContext, Baseline, SplitResult
+from agl_events.algorithm.base import Adapter
+from agl_events.broker.local import ensure_broker
+from agl_events.config import Settings
+from agl_events.events.codec import AvroCodec
+from agl_events.log.writer import EventWriter
+from agl_events.runner.control import stop_request
+from agl_events.runner.pool import RunnerPool
+from agl_events.runner.worker import RunnerConfig
+from agl_events.server.embedded import embedded_store_server
+from agl_events.types import NamedResources, RolloutConfig
+
+log = logging.getLogger(__name__)
+
+
+class Trainer:
+    def __init__(self, algorithm: Algorithm | None = None, n_runners: int = 1,
+                 initial_resources: NamedResources | None = None, adapter: Adapter | None = None, *,
+                 settings: Settings | None = None, rollout_config: RolloutConfig | None = None,
+                 host: str = "127.0.0.1", port: int | None = None, view_dir: Path | None = None) -> None:
+        """`n_runners=0` starts no runner: runners elsewhere join with the printed store URL."""
+        self.algorithm = algorithm or Baseline()
+        self.n_runners = n_runners
+        self.initial_resources = initial_resources
+        self.adapter = adapter
+        self.settings = settings or Settings.from_env()
+        self.rollout_config = rollout_config or RolloutConfig()
+        self.host = host
+        self.port = port
+        self.view_dir = view_dir
+        self.store_url: str | None = None
+
+    def fit(self, agent: LitAgent[Any], train_dataset: Sequence[Any],
+            val_dataset: Sequence[Any] | None = None) -> dict[str, SplitResult]:
+        """Train: the algorithm decides what to run; blocks until it is done (Ctrl-C stops everything)."""
+        return asyncio.run(self._session(agent, self.algorithm, train_dataset, val_dataset))
+
+    def dev(self, agent: LitAgent[Any], dataset: Sequence[Any]) -> SplitResult:
+        """Run `dataset` once through the whole machinery (mode val) to check agent and setup."""
+
+        class _Dev:
+            async def run(self, ctx: AlgorithmContext, train: Sequence[Any], val: Sequence[Any] | None
+                          ) -> dict[str, SplitResult]:
+                return {"val": await ctx.run_split(train, "val")}
+
+        return asyncio.run(self._session(agent, _Dev(), dataset, None))["val"]
+
+    async def _session(self, agent: LitAgent[Any], algorithm: Algorithm, train: Sequence[Any],
+                       val: Sequence[Any] | None) -> dict[str, SplitResult]:
+        bootstrap = await asyncio.to_thread(ensure_broker, self.settings)
+        settings = self.settings.model_copy(update={"bootstrap": bootstrap})
+        view_dir = self.view_dir or Path(tempfile.mkdtemp(prefix="agl-trainer-"))
+        async with embedded_store_server(settings, view_dir, host=self.host, port=self.port) as (store, url):
+            self.store_url = url
+            pool: RunnerPool | None = None
+            try:
+                if self.initial_resources:
+                    await store.add_resources(self.initial_resources)
+                if self.n_runners:
+                    config = RunnerConfig(settings=settings, store_url=url, agent="<object>")
+                    pool = RunnerPool(config, self.n_runners, name=f"trainer-{int(time.time())}", agent=agent)
+                    pool.start()
+                log.info("store for runners: %s", url)
+                return await algorithm.run(AlgorithmContext(store, self.adapter, self.rollout_config), train, val)
+            finally:
+                await self._shutdown(settings, pool)
+
+    async def _shutdown(self, settings: Settings, pool: RunnerPool | None) -> None:
+        """Stop runners cooperatively (a stop event, which reaches runners elsewhere too), then reap ours."""
+        writer = EventWriter(settings.bootstrap_servers, settings.experiment,
+                             AvroCodec.from_url(settings.schema_registry_url), producer_id="trainer")
+        await asyncio.to_thread(writer.append_sync, [stop_request("trainer", time.time(), reason="trainer done")])
+        await asyncio.to_thread(writer.close)
+        if pool is not None:
+            await asyncio.to_thread(pool.stop, 30.0)

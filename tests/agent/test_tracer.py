@@ -1,0 +1,218 @@
+"""KafkaTracer on the real broker: spans land as SpanAdded events, in order, durable on exit, and
+upstream's adapters read them as if upstream's own store had kept them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from agl_events.emitter import emit_message, emit_reward, operation
+from agl_events.events.codec import AvroCodec
+from agl_events.log.clients import make_admin
+from agl_events.log.writer import EventWriter
+from agl_events.topics import create_topics
+from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
+from agl_events.types import Span
+from tests.agent import read_spans
+
+pytestmark = pytest.mark.kafka
+
+LLM_CALL = {
+    "gen_ai.request.model": "tiny", "gen_ai.response.id": "resp-1",
+    "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "2+2?",
+    "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "4",
+    "prompt_token_ids": [11, 12, 13], "response_token_ids": [21, 22],
+}
+
+
+@pytest.fixture
+def writer(bootstrap: str, experiment: str) -> Iterator[EventWriter]:
+    create_topics(make_admin(bootstrap), experiment)
+    writer = EventWriter(bootstrap, experiment, AvroCodec(), producer_id="tracer-test")
+    yield writer
+    writer.close()
+
+
+@pytest.fixture
+def tracer(writer: EventWriter) -> Iterator[KafkaTracer]:
+    tracer = KafkaTracer(writer)
+    yield tracer
+    tracer.close()
+
+
+def test_spans_reach_the_log_in_order_and_upstream_adapters_find_the_reward(
+        tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
+    from agentlightning.adapter import TracerTraceToTriplet
+    from agentlightning.emitter import find_final_reward
+    from agentlightning.types import Span as UpstreamSpan
+
+    otel = tracer.get_tracer()
+    with tracer.trace_context("ro-1", "at-1", first_sequence_id=7):
+        with otel.start_as_current_span("agent.run"):
+            with operation(name="plan"):
+                emit_message("thinking")
+            with otel.start_as_current_span("openai.chat.completion", attributes=LLM_CALL):
+                pass
+            worker = threading.Thread(target=lambda: otel.start_span("background").end())
+            worker.start()  # a span ended on another thread, outside this context's OTel context
+            worker.join()
+        emit_reward(0.75)
+    local = tracer.get_last_trace()
+    assert [s.name for s in local] == ["agentlightning.message", "agentlightning.operation",
+                                       "openai.chat.completion", "background", "agent.run",
+                                       "agentlightning.annotation"]
+    assert tracer.last_sequence_id == 7 + len(local) - 1
+
+    events, spans = read_spans(bootstrap, experiment, len(local))  # no extra flush: the exit flushed
+    assert {e.kind for e in events} == {"SpanAdded"} and {e.key for e in events} == {"ro-1"}
+    assert [s["sequence_id"] for s in spans] == list(range(7, 7 + len(local)))
+    assert {(s["rollout_id"], s["attempt_id"]) for s in spans} == {("ro-1", "at-1")}
+    assert [s["name"] for s in spans] == [s.name for s in local]
+    by_id = {s["span_id"]: s for s in spans}
+    root = spans[4]
+    assert root["parent_id"] is None and spans[5]["parent_id"] is None
+    assert by_id[spans[0]["parent_id"]]["name"] == "agentlightning.operation"
+    assert spans[1]["parent_id"] == spans[2]["parent_id"] == root["span_id"]
+    assert spans[2]["attributes"]["prompt_token_ids"] == [11, 12, 13]
+    assert root["resource"]["attributes"]["agentlightning.rollout_id"] == "ro-1"
+    assert [Span.model_validate(s) for s in spans] == local
+
+    upstream = [UpstreamSpan.model_validate(s) for s in spans]
+    assert find_final_reward(upstream) == 0.75
+    triplets = TracerTraceToTriplet().adapt(upstream)
+    assert len(triplets) == 1
+    assert triplets[0].reward == 0.75
+    assert triplets[0].prompt["token_ids"] == [11, 12, 13]
+    assert triplets[0].response["token_ids"] == [21, 22]
+    assert triplets[0].metadata["response_id"] == "resp-1"
+
+
+def test_conversion_matches_upstream_from_opentelemetry() -> None:
+    """Same fields as upstream's `Span.from_opentelemetry`, including links, events and status."""
+    from agentlightning.types import Span as UpstreamSpan
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Link, StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel = provider.get_tracer("t")
+    with otel.start_as_current_span("parent") as parent, otel.start_as_current_span(
+            "child", links=[Link(parent.get_span_context(), {"why": "x"})],
+            attributes={"tags": ["a", "b"], "n": 3}) as child:
+        child.add_event("step", {"i": 1})
+        child.set_status(StatusCode.ERROR, "bad")
+    for span in exporter.get_finished_spans():
+        ours = span_from_otel(span, "ro", "at", 3).model_dump(mode="json")  # JSON: tuples as lists
+        theirs = UpstreamSpan.from_opentelemetry(span, "ro", "at", 3).model_dump(mode="json")
+        assert ours == theirs
+
+
+def test_flush_raises_when_kafka_cannot_take_the_spans(experiment: str) -> None:
+    dead = EventWriter("127.0.0.1:1", experiment, AvroCodec(), producer_id="nowhere",
+                       **{"message.timeout.ms": 1500, "socket.connection.setup.timeout.ms": 1000})
+    tracer = KafkaTracer(dead, flush_timeout=20)
+    try:
+        with pytest.raises(SpanFlushError, match="not written to Kafka"), tracer.trace_context("ro-x", "at-x", 1):
+            emit_reward(1.0)
+        # a failing body wins over the flush error, which is logged
+        with pytest.raises(ZeroDivisionError), tracer.trace_context("ro-x", "at-y", 2):
+            emit_reward(0.0)
+            _ = 1 / 0
+        tracer.flush(5)  # failures are reported once, then cleared
+    finally:
+        tracer.provider.shutdown()
+        dead.close()
+
+
+def test_a_thousand_spans_stream_without_a_round_trip_each(tracer: KafkaTracer, bootstrap: str,
+                                                           experiment: str) -> None:
+    otel = tracer.get_tracer()
+    n = 1000
+    with tracer.trace_context("ro-bulk", "at-1", 1):
+        started = time.perf_counter()
+        for i in range(n):
+            with otel.start_as_current_span("step", attributes={"i": i, "payload": "x" * 200}):
+                pass
+        queued = time.perf_counter() - started
+        tracer.flush()
+        durable = time.perf_counter() - started
+    print(f"\n{n} spans: queued in {queued * 1000:.0f} ms ({n / queued:,.0f}/s), "
+          f"acknowledged after {durable * 1000:.0f} ms ({n / durable:,.0f}/s)")
+    events, spans = read_spans(bootstrap, experiment, n)
+    assert len(events) == n
+    assert [s["sequence_id"] for s in spans] == list(range(1, n + 1))
+    assert sorted(s["attributes"]["i"] for s in spans) == list(range(n))
+
+
+def test_one_attempt_at_a_time_and_nothing_outside(tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
+    otel = tracer.get_tracer()
+    otel.start_span("before").end()
+    with tracer.trace_context("ro-2", "at-1", 1):
+        with pytest.raises(RuntimeError, match="one attempt at a time"):
+            tracer.trace_context("ro-3", "at-1", 1).__enter__()
+        otel.start_span("inside").end()
+    otel.start_span("after").end()
+    tracer.flush()
+    _, spans = read_spans(bootstrap, experiment, 1)
+    assert [s["name"] for s in spans] == ["inside"]
+    assert tracer.last_sequence_id == 1
+
+
+def test_async_context_and_successive_attempts(tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
+    async def attempt(aid: str, first: int) -> int | None:
+        async with tracer.trace_context("ro-4", aid, first):
+            await asyncio.sleep(0)
+            emit_reward(0.5)
+            emit_message(aid)
+        return tracer.last_sequence_id
+
+    assert asyncio.run(attempt("at-1", 1)) == 2
+    assert asyncio.run(attempt("at-2", 3)) == 4
+    _, spans = read_spans(bootstrap, experiment, 4)
+    assert [(s["attempt_id"], s["sequence_id"]) for s in spans] == [("at-1", 1), ("at-1", 2), ("at-2", 3),
+                                                                     ("at-2", 4)]
+
+
+def test_returned_values_become_spans(tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    elsewhere = TracerProvider()
+    elsewhere.add_span_processor(SimpleSpanProcessor(exporter))
+    elsewhere.get_tracer("user").start_span("user.readable").end()
+    readable = list(exporter.get_finished_spans())
+    foreign = span_from_otel(readable[0], "other-rollout", "other-attempt", 99).model_copy(update={"name": "user.span"})
+    from agl_events.emitter import SpanCoreFields
+    from agl_events.types import TraceStatus
+
+    core = SpanCoreFields(name="core", attributes={"k": "v"}, start_time=time.time(), end_time=time.time(),
+                          status=TraceStatus(status_code="OK"))
+    with tracer.trace_context("ro-5", "at-1", 10):
+        assert tracer.record_result(None) == []
+        tracer.record_result(0.5)
+        tracer.record_result(1)
+        tracer.record_result([foreign])
+        tracer.record_result(readable)
+        spans = tracer.record_result([core])
+        with pytest.raises(ValueError, match="Invalid"):
+            tracer.record_result("text")
+    assert [(s.name, s.sequence_id) for s in spans] == [
+        ("agentlightning.annotation", 10), ("agentlightning.annotation", 11), ("user.span", 12),
+        ("user.readable", 13), ("core", 14)]
+    _, logged = read_spans(bootstrap, experiment, 5)
+    assert [s["name"] for s in logged] == [s.name for s in spans]
+    assert {(s["rollout_id"], s["attempt_id"]) for s in logged} == {("ro-5", "at-1")}
+    assert logged[2]["span_id"] == foreign.span_id  # produced as given, only re-stamped
+    assert logged[4]["status"]["status_code"] == "OK" and logged[4]["attributes"] == {"k": "v"}
+    with pytest.raises(RuntimeError, match="active trace_context"):
+        tracer.record_result(1.0)
+
+

@@ -1,0 +1,37 @@
+"""Agents for the runner tests, at module level so spawned runner processes can import them."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agl_events import LitAgent, emit_reward, operation, rollout
+
+SPANS_PER_ROLLOUT = 3  # two operations and one reward
+
+
+@rollout
+def counting_agent(task: dict[str, Any]) -> None:
+    """Two traced steps and a reward from the task, so every rollout has a known set of spans."""
+    with operation(step="think"):
+        pass
+    with operation(step="act"):
+        pass
+    emit_reward(float(task["i"]) / 1000.0)
+
+
+class HangOnFirstAttempt(LitAgent[Any]):
+    """Hangs silently on a rollout's first attempt (a runner to be killed), succeeds on later ones."""
+
+    def rollout(self, task: Any, resources: Any, rollout: Any) -> float:
+        if task.get("hang") and rollout.attempt.sequence_id == 1:
+            time.sleep(600)
+        return 1.0
+
+
+class SlowOrFast(LitAgent[Any]):
+    """Sleeps when told to, so tests can show a slow rollout does not hold others back."""
+
+    def rollout(self, task: Any, resources: Any, rollout: Any) -> float:
+        time.sleep(float(task.get("sleep", 0)))
+        return 0.5

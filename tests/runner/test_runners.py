@@ -1,0 +1,116 @@
+"""Runner processes on the task topic, against the real broker and a real store server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+from agl_events.config import Settings
+from agl_events.events.codec import AvroCodec
+from agl_events.log.writer import EventWriter
+from agl_events.runner.control import stop_request
+from agl_events.runner.pool import RunnerPool
+from agl_events.runner.worker import RunnerConfig
+from agl_events.server.embedded import embedded_store_server
+from agl_events.store.kafka import KafkaLightningStore
+from agl_events.types import EnqueueRolloutRequest, RolloutConfig
+from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent
+
+
+async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:
+    """Statuses of the rollouts once all finished, or as they are at the deadline."""
+    end = time.monotonic() + deadline_s
+    done: dict[str, str] = {}
+    while len(done) < len(ids) and time.monotonic() < end:
+        pending = [rid for rid in ids if rid not in done]
+        for rollout in await store.wait_for_rollouts(rollout_ids=pending, timeout=1.0):
+            done[rollout.rollout_id] = rollout.status
+    return done
+
+
+async def test_four_runners_complete_500_rollouts_exactly_once(settings: Settings, tmp_path: Path) -> None:
+    async with embedded_store_server(settings, tmp_path / "view") as (store, url):
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), 4, agent=counting_agent)
+        pool.start()
+        try:
+            started = time.perf_counter()
+            queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(500)])
+            ids = [r.rollout_id for r in queued]
+            statuses = await _wait_finished(store, ids, deadline_s=240)
+            print(f"500 rollouts on 4 runners in {time.perf_counter() - started:.1f} s")
+            assert Counter(statuses.values()) == {"succeeded": 500}
+            runners = Counter()
+            for rid in ids:
+                attempts = list(await store.query_attempts(rid))
+                assert [a.status for a in attempts] == ["succeeded"], rid  # exactly one attempt each
+                runners[attempts[0].worker_id] += 1
+                spans = list(await store.query_spans(rid))
+                assert [s.sequence_id for s in spans] == list(range(1, SPANS_PER_ROLLOUT + 1)), rid
+                assert {s.attempt_id for s in spans} == {attempts[0].attempt_id}
+                assert spans[-1].attributes["agentlightning.reward.0.value"] == (await store.get_rollout_by_id(rid)
+                                                                                ).input["i"] / 1000.0
+            print("rollouts per runner:", dict(runners))
+            assert len(runners) == 4, "every runner took work"
+        finally:
+            pool.stop(grace=30)
+
+
+async def test_a_slow_rollout_does_not_hold_back_the_others(settings: Settings, tmp_path: Path) -> None:
+    async with embedded_store_server(settings, tmp_path / "view") as (store, url):
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), 2, agent=SlowOrFast())
+        pool.start()
+        try:
+            slow = await store.enqueue_rollout(input={"sleep": 60})
+            fast = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"sleep": 0}) for _ in range(20)])
+            statuses = await _wait_finished(store, [r.rollout_id for r in fast], deadline_s=50)
+            assert Counter(statuses.values()) == {"succeeded": 20}
+            assert (await store.get_rollout_by_id(slow.rollout_id)).status in ("preparing", "running")
+        finally:
+            pool.stop(grace=1)  # the slow one is still running: kill after a second
+
+
+async def test_a_runner_killed_mid_rollout_has_it_retried_elsewhere(settings: Settings, tmp_path: Path) -> None:
+    config = RolloutConfig(unresponsive_seconds=3, max_attempts=2, retry_condition=["unresponsive", "timeout"])
+    async with embedded_store_server(settings, tmp_path / "view", scan_debounce_seconds=0.5) as (store, url):
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), 2, agent=HangOnFirstAttempt())
+        pool.start()
+        try:
+            rollout = await store.enqueue_rollout(input={"hang": True}, config=config)
+            first = None
+            for _ in range(300):
+                first = await store.get_latest_attempt(rollout.rollout_id)
+                if first is not None and first.worker_id:
+                    break
+                await asyncio.sleep(0.1)
+            assert first is not None and first.worker_id
+            victim = next(p for p in pool.processes if p.name == first.worker_id)
+            os.kill(victim.pid, signal.SIGKILL)
+            statuses = await _wait_finished(store, [rollout.rollout_id], deadline_s=90)
+            assert statuses == {rollout.rollout_id: "succeeded"}
+            attempts = list(await store.query_attempts(rollout.rollout_id))
+            assert [a.status for a in attempts] == ["unresponsive", "succeeded"]
+            assert attempts[1].worker_id != first.worker_id
+            assert (await store.get_worker_by_id(first.worker_id)).status == "unknown"
+        finally:
+            pool.stop(grace=5)
+
+
+async def test_cooperative_stop_ends_every_runner(settings: Settings, tmp_path: Path) -> None:
+    async with embedded_store_server(settings, tmp_path / "view") as (store, url):
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), 3, agent=counting_agent)
+        pool.start()
+        queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(6)])
+        await _wait_finished(store, [r.rollout_id for r in queued], deadline_s=120)  # runners are up and working
+        writer = EventWriter(settings.bootstrap_servers, settings.experiment, AvroCodec(), producer_id="test")
+        writer.append_sync([stop_request("test", time.time(), reason="test")])
+        writer.close()
+        started = time.monotonic()
+        for process in pool.processes:
+            process.join(30)
+        print(f"runners stopped {time.monotonic() - started:.1f} s after the stop event")
+        assert [p.exitcode for p in pool.processes] == [0, 0, 0]
+        pool.stop(grace=1)
