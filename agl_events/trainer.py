@@ -11,9 +11,13 @@ import asyncio
 import logging
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from agl_events.agent import LitAgent
 from agl_events.algorithm import Algorithm, AlgorithmContext, Baseline, SplitResult
@@ -35,7 +39,8 @@ class Trainer:
     def __init__(self, algorithm: Algorithm | None = None, n_runners: int = 1,
                  initial_resources: NamedResources | None = None, adapter: Adapter | None = None, *,
                  settings: Settings | None = None, rollout_config: RolloutConfig | None = None,
-                 host: str = "127.0.0.1", port: int | None = None, view_dir: Path | None = None) -> None:
+                 host: str = "127.0.0.1", port: int | None = None, view_dir: Path | None = None,
+                 progress: bool = True) -> None:
         """`n_runners=0` starts no runner: runners elsewhere join with the printed store URL."""
         self.algorithm = algorithm or Baseline()
         self.n_runners = n_runners
@@ -46,7 +51,9 @@ class Trainer:
         self.host = host
         self.port = port
         self.view_dir = view_dir
+        self.progress = progress
         self.store_url: str | None = None
+        self.settings_used: Settings = self.settings  # with the bootstrap servers actually used
 
     def fit(self, agent: LitAgent[Any], train_dataset: Sequence[Any],
             val_dataset: Sequence[Any] | None = None) -> dict[str, SplitResult]:
@@ -66,7 +73,7 @@ class Trainer:
     async def _session(self, agent: LitAgent[Any], algorithm: Algorithm, train: Sequence[Any],
                        val: Sequence[Any] | None) -> dict[str, SplitResult]:
         bootstrap = await asyncio.to_thread(ensure_broker, self.settings)
-        settings = self.settings.model_copy(update={"bootstrap": bootstrap})
+        settings = self.settings_used = self.settings.model_copy(update={"bootstrap": bootstrap})
         view_dir = self.view_dir or Path(tempfile.mkdtemp(prefix="agl-trainer-"))
         async with embedded_store_server(settings, view_dir, host=self.host, port=self.port) as (store, url):
             self.store_url = url
@@ -79,7 +86,9 @@ class Trainer:
                     pool = RunnerPool(config, self.n_runners, name=f"trainer-{int(time.time())}", agent=agent)
                     pool.start()
                 log.info("store for runners: %s", url)
-                return await algorithm.run(AlgorithmContext(store, self.adapter, self.rollout_config), train, val)
+                with _progress_bar(self.progress) as on_progress:
+                    ctx = AlgorithmContext(store, self.adapter, self.rollout_config, on_progress=on_progress)
+                    return await algorithm.run(ctx, train, val)
             finally:
                 await self._shutdown(settings, pool)
 
@@ -91,3 +100,21 @@ class Trainer:
         await asyncio.to_thread(writer.close)
         if pool is not None:
             await asyncio.to_thread(pool.stop, 30.0)
+
+
+@contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar per dataset split (on stderr), or nothing."""
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=False) as progress:
+        bars: dict[str, TaskID] = {}
+
+        def update(mode: str, finished: int, total: int) -> None:
+            if mode not in bars:
+                bars[mode] = progress.add_task(f"{mode or 'rollouts'} rollouts", total=total)
+            progress.update(bars[mode], completed=finished)
+
+        yield update

@@ -161,6 +161,12 @@ class PromptTemplate(Resource):
     template: str
     engine: Literal["jinja", "f-string", "poml"]
 
+    def format(self, **kwargs: Any) -> str:
+        """Fill the template; only the f-string engine is supported, as upstream."""
+        if self.engine != "f-string":
+            raise NotImplementedError(f"formatting {self.engine} templates is not supported")
+        return self.template.format(**kwargs)
+
 
 ResourceUnion = Annotated[LLM | ProxyLLM | PromptTemplate, Field(discriminator="resource_type")]
 NamedResources = dict[str, ResourceUnion]

@@ -21,11 +21,16 @@ class SplitResult:
     mode: str
     rollouts: list[Rollout]
     rewards: list[float | None]
+    attempts: list[int] = field(default_factory=list)
     adapted: list[Any] = field(default_factory=list)
 
     @property
     def succeeded(self) -> int:
         return sum(r.status == "succeeded" for r in self.rollouts)
+
+    @property
+    def retried(self) -> int:
+        return sum(n > 1 for n in self.attempts)
 
     @property
     def mean_reward(self) -> float | None:
@@ -41,6 +46,7 @@ class AlgorithmContext:
     adapter: Adapter | None = None
     rollout_config: RolloutConfig = field(default_factory=RolloutConfig)
     poll_interval: float = 1.0
+    on_progress: Callable[[str, int, int], None] | None = None  # (mode, finished, total)
 
     async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None) -> SplitResult:
         """Enqueue one rollout per item, wait until all finished, read their spans back."""
@@ -48,22 +54,25 @@ class AlgorithmContext:
             EnqueueRolloutRequest(input=item, mode=mode, resources_id=resources_id, config=self.rollout_config)
             for item in dataset])
         ids = [r.rollout_id for r in queued]
-        finished = await self.wait_all(ids)
-        rewards, adapted = [], []
+        finished = await self.wait_all(ids, mode)
+        rewards, attempts, adapted = [], [], []
         for rollout in finished:
             spans = list(await self.store.query_spans(rollout.rollout_id, "latest"))
             rewards.append(final_reward(spans))
+            attempts.append((await self.store.query_attempts(rollout.rollout_id)).total)
             if self.adapter is not None:
                 adapted.append(self.adapter(spans))
-        return SplitResult(mode, finished, rewards, adapted)
+        return SplitResult(mode, finished, rewards, attempts, adapted)
 
-    async def wait_all(self, rollout_ids: list[str]) -> list[Rollout]:
+    async def wait_all(self, rollout_ids: list[str], mode: str = "") -> list[Rollout]:
         """Wait for every rollout, in slices, so Ctrl-C and cancellation get through promptly."""
         done: dict[str, Rollout] = {}
         while len(done) < len(rollout_ids):
             pending = [rid for rid in rollout_ids if rid not in done]
             for rollout in await self.store.wait_for_rollouts(rollout_ids=pending, timeout=self.poll_interval):
                 done[rollout.rollout_id] = rollout
+            if self.on_progress is not None:
+                self.on_progress(mode, len(done), len(rollout_ids))
             await asyncio.sleep(0)
         return [done[rid] for rid in rollout_ids]
 

@@ -18,7 +18,7 @@ from agl_events.client import StoreClient, StoreUnavailableError, experiment_url
 from agl_events.produce import ProduceReport, produce_tasks
 
 produce_app = typer.Typer(help="Put work into an experiment.", no_args_is_help=True)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 SHOWN_ERRORS = 20
 
 

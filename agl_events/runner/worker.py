@@ -140,8 +140,9 @@ class Runner:
             async with tracer.trace_context(rid, aid, first_sequence_id):  # flushes spans on exit
                 result = await self._call_agent(rollout, resources.resources if resources else {})
                 tracer.record_result(result)
-        except Exception:
-            log.exception("rollout %s attempt %s failed", rid, aid)
+        except Exception as exc:  # the agent's failure is the attempt's outcome, not the runner's
+            log.warning("rollout %s attempt %s failed: %r", rid, aid, exc)
+            log.debug("traceback", exc_info=True)
             status = "failed"
         await client.update_attempt(rid, aid, status=status)
         self.completed += 1
