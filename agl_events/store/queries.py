@@ -28,6 +28,15 @@ def contains(field: str, needle: str) -> Condition:
     return check
 
 
+def conditions(*, equal: dict[str, Any] | None = None, among: dict[str, Sequence[Any] | None] | None = None,
+               containing: dict[str, str | None] | None = None) -> list[Condition]:
+    """Conditions for the filters that were given, by field (a None value means "not filtering on it")."""
+    found = [exact(f, v) for f, v in (equal or {}).items() if v is not None]
+    found += [within(f, v) for f, v in (among or {}).items() if v is not None]
+    found += [contains(f, v) for f, v in (containing or {}).items() if v is not None]
+    return found
+
+
 def matches(conditions: Sequence[Condition], logic: str) -> Condition:
     """All conditions pooled and combined by `logic`; no conditions matches everything."""
     if logic not in ("and", "or"):

@@ -207,13 +207,8 @@ class EventSourcedStore:
         status_in = status_in if status_in is not None else status
         rollout_id_in = rollout_id_in if rollout_id_in is not None else rollout_ids
         await self.healthcheck()
-        conditions: list[q.Condition] = []
-        if status_in is not None:
-            conditions.append(q.within("status", status_in))
-        if rollout_id_in is not None:
-            conditions.append(q.within("rollout_id", rollout_id_in))
-        if rollout_id_contains is not None:
-            conditions.append(q.contains("rollout_id", rollout_id_contains))
+        conditions = q.conditions(among={"status": status_in, "rollout_id": rollout_id_in},
+                                  containing={"rollout_id": rollout_id_contains})
         candidates = self._rollout_candidates(rollout_id_in if filter_logic == "and" else None)
         page, total = q.select(candidates, Rollout, conditions, filter_logic, [], sort_by or "start_time",
                                sort_order if sort_by else "asc", limit, offset)
@@ -321,15 +316,10 @@ class EventSourcedStore:
             must.append(q.exact("attempt_id", latest["attempt_id"]))
         elif attempt_id is not None:
             must.append(q.exact("attempt_id", attempt_id))
-        conditions: list[q.Condition] = []
-        for field, value in (("trace_id", trace_id), ("span_id", span_id), ("parent_id", parent_id),
-                             ("name", name)):
-            if value is not None:
-                conditions.append(q.exact(field, value))
-        for field, value in (("trace_id", trace_id_contains), ("span_id", span_id_contains),
-                             ("parent_id", parent_id_contains), ("name", name_contains)):
-            if value is not None:
-                conditions.append(q.contains(field, value))
+        conditions = q.conditions(
+            equal={"trace_id": trace_id, "span_id": span_id, "parent_id": parent_id, "name": name},
+            containing={"trace_id": trace_id_contains, "span_id": span_id_contains,
+                        "parent_id": parent_id_contains, "name": name_contains})
         spans = [s for _, s in self.view.scan(keys.spans_of(rollout_id))]
         page, total = q.select(spans, Span, conditions, filter_logic, must, sort_by, sort_order, limit, offset)
         return PaginatedResult(items=[Span.model_validate(s) for s in page], limit=limit, offset=offset,
@@ -358,11 +348,8 @@ class EventSourcedStore:
     async def query_resources(self, *, resources_id: str | None = None, resources_id_contains: str | None = None,
                               sort_by: str | None = None, sort_order: str = "asc", limit: int = -1,
                               offset: int = 0) -> PaginatedResult[ResourcesUpdate]:
-        conditions: list[q.Condition] = []
-        if resources_id is not None:
-            conditions.append(q.exact("resources_id", resources_id))
-        if resources_id_contains is not None:
-            conditions.append(q.contains("resources_id", resources_id_contains))
+        conditions = q.conditions(equal={"resources_id": resources_id},
+                                  containing={"resources_id": resources_id_contains})
         snapshots = [s for _, s in self.view.scan(keys.RESOURCES)]
         page, total = q.select(snapshots, ResourcesUpdate, conditions, "and", [], sort_by or "create_time",
                                sort_order if sort_by else "asc", limit, offset)
@@ -384,11 +371,7 @@ class EventSourcedStore:
                             filter_logic: str = "and", sort_by: str | None = None, sort_order: str = "asc",
                             limit: int = -1, offset: int = 0) -> PaginatedResult[Worker]:
         await self.healthcheck()
-        conditions: list[q.Condition] = []
-        if status_in is not None:
-            conditions.append(q.within("status", status_in))
-        if worker_id_contains is not None:
-            conditions.append(q.contains("worker_id", worker_id_contains))
+        conditions = q.conditions(among={"status": status_in}, containing={"worker_id": worker_id_contains})
         workers = [w for _, w in self.view.scan(keys.WORKERS)]
         page, total = q.select(workers, Worker, conditions, filter_logic, [], sort_by, sort_order, limit, offset)
         return PaginatedResult(items=[Worker.model_validate(w) for w in page], limit=limit, offset=offset,
