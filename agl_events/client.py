@@ -41,12 +41,6 @@ class StoreClient:
             raise ValueError(f"store rejected {method} {path} ({response.status_code}): {response.text[:300]}")
         return response.json()
 
-    async def health(self) -> bool:
-        try:
-            return (await self._call("GET", "/health")).get("status") == "ok"
-        except StoreUnavailableError:
-            return False
-
     async def enqueue_many(self, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
         body = {"rollouts": [r.model_dump(mode="json") for r in requests]}
         return [Rollout.model_validate(r) for r in await self._call("POST", "/queues/rollouts/enqueue", json=body)]
@@ -60,10 +54,6 @@ class StoreClient:
     async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
         data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}", json=fields)
         return Attempt.model_validate(data)
-
-    async def get_rollout(self, rollout_id: str) -> Rollout | None:
-        data = await self._call("GET", f"/rollouts/{rollout_id}")
-        return None if data is None else Rollout.model_validate(data)
 
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
         data = await self._call("GET", f"/resources/{resources_id}" if resources_id else "/resources/latest")
