@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from agl_events.cli.bench import bench
 from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
@@ -29,6 +30,7 @@ app.add_typer(schemas_app, name="schemas")
 app.add_typer(runner_app, name="runner")
 app.add_typer(produce_app, name="produce")
 app.command()(demo)
+app.command()(bench)
 app.command()(store)
 app.command()(processor)
 

@@ -1,0 +1,224 @@
+"""Side by side: the same store workload on agl-events and on Agent Lightning 0.3.0, plus Kafka's raw limit.
+
+    python -m agl_events.bench.compare --preset small|medium [--rollouts N --runners R --max-rounds M ...]
+
+One invocation runs, in this order (so that each peak-memory reading only sees its own processes):
+1. our side: the embedded store server in this process, R runner processes with the KafkaTracer;
+2. Agent Lightning's side: `agl_side.py` in a separate venv that has only agentlightning 0.3.0
+   (created on first use under `.agl/bench-venv`), its in-memory store server and its own runners;
+3. the raw limit: a bare producer loop sending the same spans, pre-encoded, to a throwaway topic.
+It prints a table, then, as its LAST line, one JSON object (the figures, for scripts and the README).
+Both sides are warmed up (every runner has run a rollout) before the clock starts; the clock runs
+from the first enqueue to the last rollout seen finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agl_events.bench import agl_side
+from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
+from agl_events.bench.store_latency import percentile
+from agl_events.bench.workload import PRESETS, WorkloadParams, workload_agent
+from agl_events.broker.local import ensure_broker
+from agl_events.config import Settings
+from agl_events.log.clients import make_admin
+from agl_events.runner.pool import RunnerPool
+from agl_events.runner.worker import RunnerConfig
+from agl_events.server.embedded import embedded_store_server
+from agl_events.store.kafka import KafkaLightningStore
+from agl_events.topics import delete_topics
+from agl_events.types import EnqueueRolloutRequest
+
+#: The JSON keys every run reports (the issue's contract; tests check them).
+REQUIRED_KEYS = ("agl_rollouts_per_s", "agl_spans_per_s", "ours_rollouts_per_s", "ours_spans_per_s", "ratio_rollouts",
+                 "ratio_spans", "raw_produce_per_s", "ingest_fraction_of_raw", "dispatch_p50_ms", "dispatch_p99_ms",
+                 "rss_mb_peak")
+
+#: agentlightning 0.3.0 swaps its OTLP exporter's endpoint through `exporter._endpoint`; from
+#: opentelemetry-exporter-otlp 1.40-ish the endpoint lives in an inner client, so with the newest
+#: OpenTelemetry its runners post spans to localhost:4318 instead of the store. Pin the release it was built on.
+AGL_REQUIREMENTS = ("agentlightning==0.3.0", "opentelemetry-api==1.35.0", "opentelemetry-sdk==1.35.0",
+                    "opentelemetry-exporter-otlp==1.35.0")
+
+
+def _rss_mb(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # Linux: kilobytes
+
+
+async def _run_all(store: KafkaLightningStore, tasks: list[dict[str, Any]], batch_size: int) -> list[str]:
+    ids: list[str] = []
+    for i in range(0, len(tasks), batch_size):
+        queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=t) for t in tasks[i:i + batch_size]])
+        ids.extend(r.rollout_id for r in queued)
+    done: set[str] = set()
+    while len(done) < len(ids):
+        finished = await store.wait_for_rollouts(rollout_ids=[i for i in ids if i not in done], timeout=1.0)
+        done.update(r.rollout_id for r in finished)
+    return ids
+
+
+async def measure_ours(settings: Settings, params: WorkloadParams) -> dict[str, Any]:
+    """Our store (embedded server in this process) and our runner processes, on the workload."""
+    view_dir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
+    try:
+        async with embedded_store_server(settings, view_dir) as (store, url):
+            pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), params.runners,
+                              name=f"bench-{uuid.uuid4().hex[:4]}", agent=workload_agent)
+            pool.start()
+            try:
+                warm = params.model_copy(update={"rollouts": params.runners * 2, "max_rounds": 1, "span_sleep": 0.0,
+                                                 "seed": 10_000 + params.seed})
+                await _run_all(store, warm.tasks(), params.batch_size)
+                started = time.time()
+                ids = await _run_all(store, params.tasks(), params.batch_size)
+                seconds = time.time() - started
+                spans, dispatch = 0, []
+                for rid in ids:
+                    rollout, attempt = await store.get_rollout_by_id(rid), await store.get_latest_attempt(rid)
+                    if rollout is not None and attempt is not None:
+                        dispatch.append((attempt.start_time - rollout.start_time) * 1000)
+                    spans += (await store.query_spans(rid)).total
+            finally:
+                pool.stop(grace=10)
+    finally:
+        shutil.rmtree(view_dir, ignore_errors=True)
+    return {"rollouts": len(ids), "spans": spans, "seconds": seconds,
+            "dispatch_p50_ms": percentile(dispatch, 0.5), "dispatch_p99_ms": percentile(dispatch, 0.99),
+            "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
+            "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN)}  # the largest reaped child: a runner
+
+
+def ensure_agl_venv(path: Path, console: Console) -> Path:
+    """The interpreter of a venv holding only Agent Lightning 0.3.0; created once, then reused."""
+    python = path / "bin" / "python"
+    if python.exists() and subprocess.run([str(python), "-c", "import agentlightning"], capture_output=True,
+                                          env=_agl_env()).returncode == 0:
+        return python
+    console.print(f"[dim]creating {path} with {' '.join(AGL_REQUIREMENTS)} (once)…[/dim]")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *AGL_REQUIREMENTS], check=True, env=_agl_env())
+    return python
+
+
+def _agl_env() -> dict[str, str]:
+    # LiteLLM fetches its cost map from the internet at import unless told to use the bundled one.
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def measure_agl(python: Path, params: WorkloadParams, timeout: float = 1800) -> dict[str, Any]:
+    """Run `agl_side.py` by path in the AGL venv; its last stdout line is its JSON result."""
+    script = Path(agl_side.__file__).resolve()
+    done = subprocess.run([str(python), str(script), *params.agl_side_args()], capture_output=True, text=True,
+                          env=_agl_env(), timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"agl_side failed (rc {done.returncode}): {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def summarize(params: WorkloadParams, ours: dict[str, Any], agl: dict[str, Any], raw: dict[str, float]
+              ) -> dict[str, Any]:
+    """The flat JSON object of the run; ratios are ours / AGL (above 1: we are faster)."""
+    ours_rps, ours_sps = ours["rollouts"] / ours["seconds"], ours["spans"] / ours["seconds"]
+    agl_rps, agl_sps = agl["rollouts"] / agl["seconds"], agl["spans"] / agl["seconds"]
+    summary: dict[str, Any] = {
+        **{f"param_{k}": v for k, v in params.model_dump().items()},
+        "expected_spans": params.expected_spans(),
+        "agl_rollouts_per_s": agl_rps, "agl_spans_per_s": agl_sps, "agl_spans": agl["spans"],
+        "agl_seconds": agl["seconds"], "agl_dispatch_p50_ms": agl.get("dispatch_p50_ms"),
+        "agl_dispatch_p99_ms": agl.get("dispatch_p99_ms"), "agl_store_rss_mb_peak": agl.get("store_rss_mb_peak"),
+        "agl_children_rss_mb_peak": agl.get("children_rss_mb_peak"),
+        "ours_rollouts_per_s": ours_rps, "ours_spans_per_s": ours_sps, "ours_spans": ours["spans"],
+        "ours_seconds": ours["seconds"],
+        "ratio_rollouts": ours_rps / agl_rps if agl_rps else None,
+        "ratio_spans": ours_sps / agl_sps if agl_sps else None,
+        **raw,
+        "ingest_fraction_of_raw": ours_sps / raw["raw_produce_per_s"] if raw.get("raw_produce_per_s") else None,
+        "dispatch_p50_ms": ours["dispatch_p50_ms"], "dispatch_p99_ms": ours["dispatch_p99_ms"],
+        "rss_mb_peak": ours["store_rss_mb_peak"], "runner_rss_mb_peak": ours["runner_rss_mb_peak"],
+    }
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
+
+
+def render(summary: dict[str, Any], console: Console) -> None:
+    """Human-readable table: one row per figure, our side against AGL's where both exist."""
+    def fmt(v: Any) -> str:
+        return "-" if v is None else f"{v:,.1f}" if isinstance(v, float) else str(v)
+
+    table = Table(title=f"agl-events vs Agent Lightning 0.3.0 · {summary['param_rollouts']} rollouts, "
+                        f"{summary['param_runners']} runners, max_rounds {summary['param_max_rounds']}")
+    for column in ("figure", "agl-events", "Agent Lightning 0.3.0", "ours / AGL"):
+        table.add_column(column, justify="right")
+    table.add_row("rollouts/s", fmt(summary["ours_rollouts_per_s"]), fmt(summary["agl_rollouts_per_s"]),
+                  fmt(summary["ratio_rollouts"]))
+    table.add_row("spans/s", fmt(summary["ours_spans_per_s"]), fmt(summary["agl_spans_per_s"]),
+                  fmt(summary["ratio_spans"]))
+    table.add_row("spans stored (expected " + str(summary["expected_spans"]) + ")", fmt(summary["ours_spans"]),
+                  fmt(summary["agl_spans"]), "")
+    table.add_row("dispatch p50 / p99 ms", f"{fmt(summary['dispatch_p50_ms'])} / {fmt(summary['dispatch_p99_ms'])}",
+                  f"{fmt(summary['agl_dispatch_p50_ms'])} / {fmt(summary['agl_dispatch_p99_ms'])}", "")
+    table.add_row("store peak RSS MB", fmt(summary["rss_mb_peak"]), fmt(summary["agl_store_rss_mb_peak"]), "")
+    table.add_row("runner peak RSS MB", fmt(summary["runner_rss_mb_peak"]),
+                  fmt(summary["agl_children_rss_mb_peak"]) + " (any child)", "")
+    table.add_row("raw producer msgs/s (same payloads)", fmt(summary["raw_produce_per_s"]), "", "")
+    fraction = summary["ingest_fraction_of_raw"]
+    table.add_row("our ingest / raw", "-" if fraction is None else f"{fraction:.2%}", "", "")
+    console.print(table)
+
+
+def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, raw_messages: int | None = None,
+        console: Console | None = None) -> dict[str, Any]:
+    """The whole comparison; returns the summary (also what the last printed line holds)."""
+    console = console or Console(stderr=True)
+    bootstrap = ensure_broker(settings)
+    experiment = f"bench-{uuid.uuid4().hex[:8]}"
+    ours_settings = settings.model_copy(update={"experiment": experiment, "bootstrap": bootstrap})
+    try:
+        console.print("[bold]1/3[/bold] agl-events: embedded store + runners…")
+        ours = asyncio.run(measure_ours(ours_settings, params))
+    finally:
+        delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
+    python = ensure_agl_venv(venv or settings.home / "bench-venv", console)
+    console.print("[bold]2/3[/bold] Agent Lightning 0.3.0: agl store + LitAgentRunner…")
+    agl = measure_agl(python, params)
+    console.print("[bold]3/3[/bold] raw producer limit…")
+    payloads = encode_span_payloads(params.tasks())
+    raw = raw_produce_per_s(bootstrap, payloads, raw_messages or max(20_000, 4 * len(payloads)))
+    return summarize(params, ours, agl, raw)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    for name, field in WorkloadParams.model_fields.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(field.default), default=None,
+                            help=field.description)
+    parser.add_argument("--venv", type=Path, default=None, help="the AGL venv (default: <home>/bench-venv)")
+    parser.add_argument("--raw-messages", type=int, default=None)
+    args = parser.parse_args(argv)
+    overrides = {k: getattr(args, k) for k in WorkloadParams.model_fields if getattr(args, k) is not None}
+    params = WorkloadParams.model_validate({**PRESETS[args.preset].model_dump(), **overrides})
+    summary = run(Settings.from_env(), params, args.venv, args.raw_messages)
+    render(summary, Console())
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The store workload of the side-by-side benchmark: its parameters and our side's agent.
+
+The workload reproduces Agent Lightning's store benchmark: N rollouts enqueued in batches, each doing
+randint(1, max_rounds) rounds of a parent span with two nested children carrying random nested
+attributes, a reward with probability 0.5, then a final span and a final reward. Its shape is defined
+once, in the stdlib-only `agl_side` module (which must also run in Agent Lightning's own venv), and
+imported here, so both stores receive the same spans from the same seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agl_events.agent import rollout
+from agl_events.bench.agl_side import expected_spans, make_tasks, plan_rollout, run_plan
+from agl_events.emitter import emit_reward, operation
+
+__all__ = ["PRESETS", "WorkloadParams", "expected_spans", "make_tasks", "plan_rollout", "workload_agent"]
+
+
+class WorkloadParams(BaseModel):
+    """Everything that shapes a run; the same values go to both sides."""
+
+    rollouts: int = Field(50, ge=1)
+    runners: int = Field(2, ge=1)
+    max_rounds: int = Field(3, ge=1)
+    batch_size: int = Field(10, ge=1, description="rollouts per enqueue_many_rollouts call")
+    span_sleep: float = Field(0.0, ge=0, description="seconds slept inside each leaf and final span")
+    reward_p: float = Field(0.5, ge=0, le=1, description="probability of a reward span after a round")
+    seed: int = 0
+
+    def tasks(self) -> list[dict[str, Any]]:
+        return make_tasks(self.rollouts, self.max_rounds, self.reward_p, self.span_sleep, self.seed)
+
+    def expected_spans(self) -> int:
+        return sum(expected_spans(plan_rollout(int(t["seed"]), self.max_rounds, self.reward_p)) for t in self.tasks())
+
+    def agl_side_args(self) -> list[str]:
+        """The same parameters as flags of the `agl_side` script."""
+        return ["--rollouts", str(self.rollouts), "--runners", str(self.runners), "--max-rounds", str(self.max_rounds),
+                "--batch-size", str(self.batch_size), "--span-sleep", str(self.span_sleep),
+                "--reward-p", str(self.reward_p), "--seed", str(self.seed)]
+
+
+#: small: a quick look (the whole command in a few minutes); medium: the reference figures.
+PRESETS: dict[str, WorkloadParams] = {
+    "small": WorkloadParams(rollouts=50, runners=2, max_rounds=3),
+    "medium": WorkloadParams(rollouts=200, runners=4, max_rounds=5),
+}
+
+
+@rollout
+def workload_agent(task: dict[str, Any]) -> float:
+    """Module level so spawned runner processes can import it; the body is shared with the AGL side."""
+    return run_plan(task, operation, emit_reward)

@@ -1,0 +1,41 @@
+"""`agl-events bench`: the side-by-side benchmark (agl-events vs Agent Lightning 0.3.0 vs raw Kafka)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agl_events.bench.compare import render, run
+from agl_events.bench.workload import PRESETS, WorkloadParams
+from agl_events.cli.context import settings
+
+
+def bench(
+    ctx: typer.Context,
+    preset: Annotated[str, typer.Option(help="small (a quick look) or medium (the reference figures).")] = "small",
+    rollouts: Annotated[int | None, typer.Option(min=1, help="Rollouts measured (after a warm-up).")] = None,
+    runners: Annotated[int | None, typer.Option(min=1, help="Runner processes on each side.")] = None,
+    max_rounds: Annotated[int | None, typer.Option(min=1, help="Each rollout does randint(1, max_rounds) rounds.")
+                          ] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="Rollouts per enqueue_many_rollouts call.")] = None,
+    span_sleep: Annotated[float | None, typer.Option(min=0, help="Seconds slept inside each leaf span.")] = None,
+    reward_p: Annotated[float | None, typer.Option(min=0, max=1, help="Probability of a reward after a round.")
+                        ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the rollouts' shapes (same on both sides).")] = None,
+    venv: Annotated[Path | None, typer.Option(help="Agent Lightning's venv (default: <home>/bench-venv).")] = None,
+    raw_messages: Annotated[int | None, typer.Option(min=1, help="Records sent by the raw producer loop.")] = None,
+) -> None:
+    """Run the same store workload on agl-events and on Agent Lightning 0.3.0; the last line is JSON."""
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"preset must be one of {sorted(PRESETS)}", param_hint="--preset")
+    given = {"rollouts": rollouts, "runners": runners, "max_rounds": max_rounds, "batch_size": batch_size,
+             "span_sleep": span_sleep, "reward_p": reward_p, "seed": seed}
+    overrides = {k: v for k, v in given.items() if v is not None}
+    params = WorkloadParams.model_validate({**PRESETS[preset].model_dump(), **overrides})
+    summary = run(settings(ctx), params, venv, raw_messages)
+    render(summary, Console())
+    print(json.dumps(summary), flush=True)
