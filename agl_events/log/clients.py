@@ -24,6 +24,7 @@ def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[st
         "batch.size": 1_000_000,
         "compression.type": "lz4",
         "message.max.bytes": 8 * 1024 * 1024,
+        "log_level": 4,  # warnings and worse: librdkafka's informational lines only clutter CLI output
         **overrides,
     }
 
@@ -37,6 +38,7 @@ def consumer_config(bootstrap: str, group_id: str | None, **overrides: Any) -> d
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
         "enable.partition.eof": True,
+        "log_level": 4,
         **overrides,
     }
 
