@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from agl_events.types import Attempt, AttemptedRollout, EnqueueRolloutRequest, ResourcesUpdate, Rollout, Worker
+from agl_events.types import Attempt, Claim, EnqueueRolloutRequest, ResourcesUpdate, Rollout, Worker
 
 
 def experiment_url(store_url: str, experiment: str) -> str:
@@ -45,14 +45,19 @@ class StoreClient:
         body = {"rollouts": [r.model_dump(mode="json") for r in requests]}
         return [Rollout.model_validate(r) for r in await self._call("POST", "/queues/rollouts/enqueue", json=body)]
 
-    async def claim(self, rollout_id: str, worker_id: str) -> tuple[AttemptedRollout, int] | None:
+    async def claim(self, rollout_id: str, worker_id: str) -> Claim | None:
         data = await self._call("POST", f"/rollouts/{rollout_id}/claim", json={"worker_id": worker_id})
-        if data["rollout"] is None:
-            return None
-        return AttemptedRollout.model_validate(data["rollout"]), int(data["next_sequence_id"])
+        return None if data["rollout"] is None else Claim.model_validate(data)
 
     async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
         data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}", json=fields)
+        return Attempt.model_validate(data)
+
+    async def finish_attempt(self, rollout_id: str, attempt_id: str, status: str, spans_through: dict[int, int]
+                             ) -> Attempt:
+        """End an attempt whose spans went to the span topic up to `spans_through` (partition -> next offset)."""
+        data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}/finish",
+                                json={"status": status, "spans_through": spans_through})
         return Attempt.model_validate(data)
 
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:

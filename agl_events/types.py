@@ -65,6 +65,17 @@ class AttemptedRollout(Rollout):
         return self
 
 
+class Claim(BaseModel):
+    """agl-events extension: what a runner gets for a dispatched task it claimed."""
+
+    rollout: AttemptedRollout
+    #: Where the rollout's span counter stands: the runner's tracer numbers spans from here.
+    next_sequence_id: int
+    #: The resources to run with: the rollout's own, or the latest ones when it names none, so a runner
+    #: that has them cached makes no further call.
+    resources_id: str | None
+
+
 class EnqueueRolloutRequest(BaseModel):
     input: Any
     mode: RolloutMode | None = None

@@ -1,8 +1,10 @@
-"""Pure parts of the side-by-side benchmark: the workload's shape and the JSON summary (no broker, no timing)."""
+"""Pure parts of the side-by-side benchmark: the workload's shape, the JSON summary, stage costs and CPU
+accounting (no broker, no timing assertions)."""
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -11,6 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agl_events.bench.agl_side import random_attributes, run_plan
 from agl_events.bench.compare import REQUIRED_KEYS, summarize
+from agl_events.bench.cpu import CpuMeter, process_cpu_seconds
+from agl_events.bench.stages import stage_costs
 from agl_events.bench.workload import PRESETS, WorkloadParams, expected_spans, plan_rollout
 from agl_events.emitter import emit_reward, operation, set_active_provider
 
@@ -65,10 +69,34 @@ def test_presets_and_agl_args_carry_every_parameter() -> None:
 def test_summary_has_the_contract_keys_and_is_json() -> None:
     params = WorkloadParams(rollouts=2, runners=1, max_rounds=1)
     ours = {"rollouts": 2, "spans": 20, "seconds": 1.0, "dispatch_p50_ms": 5.0, "dispatch_p99_ms": 9.0,
-            "store_rss_mb_peak": 100.0, "runner_rss_mb_peak": 80.0}
-    agl = {"rollouts": 2, "spans": 20, "seconds": 2.0, "dispatch_p50_ms": 7.0, "dispatch_p99_ms": 11.0}
+            "finish_p50_ms": 20.0, "finish_p99_ms": 30.0, "store_rss_mb_peak": 100.0, "runner_rss_mb_peak": 80.0,
+            "cpu_seconds": {"store": 0.5, "runners": 1.0, "broker": 0.5, "wall": 1.0, "cores": 2.0}}
+    agl = {"rollouts": 2, "spans": 20, "seconds": 2.0, "dispatch_p50_ms": 7.0, "dispatch_p99_ms": 11.0,
+           "finish_p50_ms": 40.0, "finish_p99_ms": 60.0}
     summary = summarize(params, ours, agl, {"raw_produce_per_s": 200.0})
     assert set(REQUIRED_KEYS) <= set(summary)
     assert summary["ratio_rollouts"] == 2.0 and summary["ratio_spans"] == 2.0
     assert summary["ingest_fraction_of_raw"] == 0.1
+    assert summary["cpu_runners_s"] == 1.0 and summary["cpu_busy_fraction"] == 1.0
+    assert (summary["finish_p50_ms"], summary["agl_finish_p99_ms"]) == (20.0, 60.0)
     assert json.loads(json.dumps(summary)) == summary
+
+
+def test_stage_costs_cover_every_span_of_the_workload() -> None:
+    params = WorkloadParams(rollouts=5, max_rounds=3, seed=1)
+    figures = stage_costs(params.tasks())
+    # The runner's final reward is recorded from the returned float, as `record_otel_spans` does too.
+    assert figures["stage_spans"] == params.expected_spans()
+    assert all(figures[f"stage_{name}_us"] > 0 for name in ("convert", "encode", "decode", "fold"))
+    assert figures["stage_one_core_spans_per_s"] > 0
+
+
+def test_cpu_meter_counts_this_process_and_skips_missing_ones() -> None:
+    meter = CpuMeter({"me": [os.getpid()], "gone": [2**22 + 12345]})  # above pid_max: never a process
+    meter.start()
+    deadline = process_cpu_seconds(os.getpid())
+    assert deadline is not None
+    while (process_cpu_seconds(os.getpid()) or 0.0) < deadline + 0.05:  # burn 50 ms of CPU
+        sum(range(10_000))
+    used = meter.stop()
+    assert used["me"] >= 0.049 and "gone" not in used and used["wall"] > 0

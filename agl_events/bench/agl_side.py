@@ -11,7 +11,7 @@ both stores see the same rollouts span for span, from the same seeds.
 What it measures: `agl store` (the in-memory store server, as its CLI starts it) in one process,
 R `LitAgentRunner` processes with an `OtelTracer` talking to it through `LightningStoreClient`
 (spans go over OTLP, as in any remote deployment), and this process enqueueing in batches and
-waiting. It prints ONE JSON line: rollouts, spans, seconds, dispatch latencies and the server's peak RSS.
+waiting. It prints ONE JSON line: rollouts, spans, seconds, dispatch and finish latencies and the server's peak RSS.
 """
 
 from __future__ import annotations
@@ -180,18 +180,21 @@ async def _drive(url: str, args: argparse.Namespace) -> dict[str, Any]:
         started = time.time()
         ids = await _run_all(client, tasks, args.batch_size)
         seconds = time.time() - started
-        spans, dispatch = 0, []
+        spans, dispatch, finish = 0, [], []
         for rid in ids:
             spans += len(list(await client.query_spans(rid)))
             rollout, attempt = await client.get_rollout_by_id(rid), await client.get_latest_attempt(rid)
             if rollout is not None and attempt is not None:
                 dispatch.append((attempt.start_time - rollout.start_time) * 1000)
+            if rollout is not None and rollout.end_time is not None:
+                finish.append((rollout.end_time - rollout.start_time) * 1000)
     finally:
         await client.close()
     return {"rollouts": len(ids), "spans": spans, "seconds": seconds,
             "expected_spans": sum(expected_spans(plan_rollout(int(t["seed"]), args.max_rounds, args.reward_p))
                                   for t in tasks),
-            "dispatch_p50_ms": _percentile(dispatch, 0.5), "dispatch_p99_ms": _percentile(dispatch, 0.99)}
+            "dispatch_p50_ms": _percentile(dispatch, 0.5), "dispatch_p99_ms": _percentile(dispatch, 0.99),
+            "finish_p50_ms": _percentile(finish, 0.5), "finish_p99_ms": _percentile(finish, 0.99)}
 
 
 def main(argv: list[str] | None = None) -> None:

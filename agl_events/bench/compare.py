@@ -6,7 +6,9 @@ One invocation runs, in this order (so that each peak-memory reading only sees i
 1. our side: the embedded store server in this process, R runner processes with the KafkaTracer;
 2. Agent Lightning's side: `agl_side.py` in a separate venv that has only agentlightning 0.3.0
    (created on first use under `.agl/bench-venv`), its in-memory store server and its own runners;
-3. the raw limit: a bare producer loop sending the same spans, pre-encoded, to a throwaway topic.
+3. the raw limit: a bare producer loop sending the same spans, pre-encoded, to a throwaway topic;
+4. the CPU cost of one span in each stage of our path (`stages`), measured alone.
+Our side also reports the CPU seconds the store, the runners and the local broker spent while its clock ran.
 It prints a table, then, as its LAST line, one JSON object (the figures, for scripts and the README).
 Both sides are warmed up (every runner has run a rollout) before the clock starts; the clock runs
 from the first enqueue to the last rollout seen finished.
@@ -32,10 +34,12 @@ from rich.console import Console
 from rich.table import Table
 
 from agl_events.bench import agl_side
+from agl_events.bench.cpu import CpuMeter
 from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
+from agl_events.bench.stages import stage_costs
 from agl_events.bench.store_latency import percentile
 from agl_events.bench.workload import PRESETS, WorkloadParams, workload_agent
-from agl_events.broker.local import ensure_broker
+from agl_events.broker.local import LocalBroker, ensure_broker
 from agl_events.config import Settings
 from agl_events.log.clients import make_admin
 from agl_events.runner.pool import RunnerPool
@@ -73,8 +77,11 @@ async def _run_all(store: KafkaLightningStore, tasks: list[dict[str, Any]], batc
     return ids
 
 
-async def measure_ours(settings: Settings, params: WorkloadParams) -> dict[str, Any]:
-    """Our store (embedded server in this process) and our runner processes, on the workload."""
+async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: int | None = None) -> dict[str, Any]:
+    """Our store (embedded server in this process) and our runner processes, on the workload.
+
+    `broker_pid` (the local broker's) adds the broker to the CPU accounting of the measured window.
+    """
     view_dir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     try:
         async with embedded_store_server(settings, view_dir) as (store, url):
@@ -85,14 +92,20 @@ async def measure_ours(settings: Settings, params: WorkloadParams) -> dict[str, 
                 warm = params.model_copy(update={"rollouts": params.runners * 2, "max_rounds": 1, "span_sleep": 0.0,
                                                  "seed": 10_000 + params.seed})
                 await _run_all(store, warm.tasks(), params.batch_size)
+                meter = CpuMeter({"store": [os.getpid()], "runners": [p.pid for p in pool.processes if p.pid],
+                                  "broker": [broker_pid] if broker_pid else []})
                 started = time.time()
+                meter.start()
                 ids = await _run_all(store, params.tasks(), params.batch_size)
+                cpu = meter.stop()
                 seconds = time.time() - started
-                spans, dispatch = 0, []
+                spans, dispatch, finish = 0, [], []
                 for rid in ids:
                     rollout, attempt = await store.get_rollout_by_id(rid), await store.get_latest_attempt(rid)
                     if rollout is not None and attempt is not None:
                         dispatch.append((attempt.start_time - rollout.start_time) * 1000)
+                    if rollout is not None and rollout.end_time is not None:
+                        finish.append((rollout.end_time - rollout.start_time) * 1000)
                     spans += (await store.query_spans(rid)).total
             finally:
                 pool.stop(grace=10)
@@ -100,7 +113,8 @@ async def measure_ours(settings: Settings, params: WorkloadParams) -> dict[str, 
         shutil.rmtree(view_dir, ignore_errors=True)
     return {"rollouts": len(ids), "spans": spans, "seconds": seconds,
             "dispatch_p50_ms": percentile(dispatch, 0.5), "dispatch_p99_ms": percentile(dispatch, 0.99),
-            "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
+            "finish_p50_ms": percentile(finish, 0.5), "finish_p99_ms": percentile(finish, 0.99),
+            "cpu_seconds": cpu, "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
             "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN)}  # the largest reaped child: a runner
 
 
@@ -152,9 +166,20 @@ def summarize(params: WorkloadParams, ours: dict[str, Any], agl: dict[str, Any],
         **raw,
         "ingest_fraction_of_raw": ours_sps / raw["raw_produce_per_s"] if raw.get("raw_produce_per_s") else None,
         "dispatch_p50_ms": ours["dispatch_p50_ms"], "dispatch_p99_ms": ours["dispatch_p99_ms"],
+        "finish_p50_ms": ours["finish_p50_ms"], "finish_p99_ms": ours["finish_p99_ms"],
+        "agl_finish_p50_ms": agl.get("finish_p50_ms"), "agl_finish_p99_ms": agl.get("finish_p99_ms"),
         "rss_mb_peak": ours["store_rss_mb_peak"], "runner_rss_mb_peak": ours["runner_rss_mb_peak"],
+        **cpu_figures(ours["cpu_seconds"]),
     }
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
+
+
+def cpu_figures(cpu: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per part in the measured window, and how busy the machine's cores were in it."""
+    parts = {k: v for k, v in cpu.items() if k not in ("wall", "cores")}
+    figures = {f"cpu_{k}_s": v for k, v in parts.items()}
+    figures["cpu_busy_fraction"] = sum(parts.values()) / (cpu["wall"] * cpu["cores"])
+    return figures
 
 
 def render(summary: dict[str, Any], console: Console) -> None:
@@ -174,12 +199,20 @@ def render(summary: dict[str, Any], console: Console) -> None:
                   fmt(summary["agl_spans"]), "")
     table.add_row("dispatch p50 / p99 ms", f"{fmt(summary['dispatch_p50_ms'])} / {fmt(summary['dispatch_p99_ms'])}",
                   f"{fmt(summary['agl_dispatch_p50_ms'])} / {fmt(summary['agl_dispatch_p99_ms'])}", "")
+    table.add_row("enqueue to finished p50 / p99 ms",
+                  f"{fmt(summary['finish_p50_ms'])} / {fmt(summary['finish_p99_ms'])}",
+                  f"{fmt(summary['agl_finish_p50_ms'])} / {fmt(summary['agl_finish_p99_ms'])}", "")
     table.add_row("store peak RSS MB", fmt(summary["rss_mb_peak"]), fmt(summary["agl_store_rss_mb_peak"]), "")
     table.add_row("runner peak RSS MB", fmt(summary["runner_rss_mb_peak"]),
                   fmt(summary["agl_children_rss_mb_peak"]) + " (any child)", "")
     table.add_row("raw producer msgs/s (same payloads)", fmt(summary["raw_produce_per_s"]), "", "")
     fraction = summary["ingest_fraction_of_raw"]
     table.add_row("our ingest / raw", "-" if fraction is None else f"{fraction:.2%}", "", "")
+    cpu = ", ".join(f"{k[4:-2]} {v:.1f} s" for k, v in summary.items() if k.startswith("cpu_") and k.endswith("_s"))
+    table.add_row("CPU in the window (ours)", cpu, "", "")
+    table.add_row("cores busy (ours)", f"{summary['cpu_busy_fraction']:.0%}", "", "")
+    stages = ", ".join(f"{k[6:-3]} {v:.0f}" for k, v in summary.items() if k.startswith("stage_") and k.endswith("_us"))
+    table.add_row("one span, µs per stage (one core)", stages, "", "")
     console.print(table)
 
 
@@ -191,17 +224,19 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
     experiment = f"bench-{uuid.uuid4().hex[:8]}"
     ours_settings = settings.model_copy(update={"experiment": experiment, "bootstrap": bootstrap})
     try:
-        console.print("[bold]1/3[/bold] agl-events: embedded store + runners…")
-        ours = asyncio.run(measure_ours(ours_settings, params))
+        console.print("[bold]1/4[/bold] agl-events: embedded store + runners…")
+        broker_pid = LocalBroker(settings).status().pid if settings.uses_local_broker else None
+        ours = asyncio.run(measure_ours(ours_settings, params, broker_pid))
     finally:
         delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
     python = ensure_agl_venv(venv or settings.home / "bench-venv", console)
-    console.print("[bold]2/3[/bold] Agent Lightning 0.3.0: agl store + LitAgentRunner…")
+    console.print("[bold]2/4[/bold] Agent Lightning 0.3.0: agl store + LitAgentRunner…")
     agl = measure_agl(python, params)
-    console.print("[bold]3/3[/bold] raw producer limit…")
+    console.print("[bold]3/4[/bold] raw producer limit…")
     payloads = encode_span_payloads(params.tasks())
     raw = raw_produce_per_s(bootstrap, payloads, raw_messages or max(20_000, 4 * len(payloads)))
-    return summarize(params, ours, agl, raw)
+    console.print("[bold]4/4[/bold] cost of one span per stage…")
+    return {**summarize(params, ours, agl, raw), **{k: round(v, 3) for k, v in stage_costs(params.tasks()).items()}}
 
 
 def main(argv: list[str] | None = None) -> None:

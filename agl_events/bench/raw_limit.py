@@ -14,43 +14,17 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agl_events.bench.agl_side import run_plan
-from agl_events.emitter import emit_reward, operation, set_active_provider
+from agl_events.bench.stages import record_otel_spans, span_events
 from agl_events.events.codec import AvroCodec
-from agl_events.events.convert import span_record
 from agl_events.log.clients import make_admin, make_producer
-from agl_events.log.records import event
-from agl_events.tracer.convert import span_from_otel
-from agl_events.tracer.kafka import _untupled, _with_route
 
 
 def encode_span_payloads(tasks: list[dict[str, Any]], codec: AvroCodec | None = None) -> list[tuple[bytes, bytes]]:
     """(key, value) per span of `tasks`, encoded exactly as the tracer would put them on the spans topic."""
     codec = codec or AvroCodec.from_url(None)
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    payloads: list[tuple[bytes, bytes]] = []
-    previous = set_active_provider(provider)
-    try:
-        for n, task in enumerate(tasks):
-            exporter.clear()
-            final = run_plan({**task, "span_sleep": 0.0}, operation, emit_reward)
-            emit_reward(final)  # what the runner records from the returned float
-            spans: tuple[ReadableSpan, ...] = exporter.get_finished_spans()
-            rid, aid = f"ro-raw{n:06d}", f"at-raw{n:06d}"
-            for seq, otel_span in enumerate(spans, start=1):
-                span = _with_route(span_from_otel(otel_span, rid, aid, seq))
-                new = event("SpanAdded", rid, time.time(), "bench-raw", span=span_record(_untupled(span.model_dump())))
-                payloads.append((rid.encode(), codec.encode(new.kind, new.record)))
-    finally:
-        set_active_provider(previous)
-        provider.shutdown()
-    return payloads
+    return [(new.key.encode(), codec.encode(new.kind, new.record))
+            for new in span_events(record_otel_spans(tasks), "bench-raw")]
 
 
 def raw_produce_per_s(bootstrap: str, payloads: list[tuple[bytes, bytes]], messages: int,

@@ -9,6 +9,7 @@ The registration is process-wide, not a contextvar, so spans from worker threads
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
@@ -55,7 +56,13 @@ def active_provider() -> trace.TracerProvider:
 
 
 def get_otel_tracer() -> trace.Tracer:
-    return trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=active_provider())
+    return _tracer_of(active_provider())
+
+
+@functools.lru_cache(maxsize=16)
+def _tracer_of(provider: trace.TracerProvider) -> trace.Tracer:
+    """One tracer per provider: building a new one for every emitted span cost more than the span itself."""
+    return trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider)
 
 
 def to_otel_status(status: TraceStatus) -> trace.StatusCode:

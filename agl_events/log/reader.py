@@ -21,6 +21,11 @@ _TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILAB
 DeadLetter = Callable[[Message, CodecError], None]
 
 
+def reached(positions: Mapping[Position, int], targets: Mapping[Position, int]) -> bool:
+    """Whether `positions` (next offsets to read) are at or past every target offset."""
+    return all(positions.get(pos, 0) >= end for pos, end in targets.items())
+
+
 class EventReader:
     """Reads whole topics of an experiment by manual assignment (no group rebalancing).
 
@@ -73,7 +78,12 @@ class EventReader:
                 time.sleep(0.1)
 
     def caught_up_to(self, targets: Mapping[Position, int]) -> bool:
-        return all(self._positions.get(pos, 0) >= end for pos, end in targets.items())
+        return reached(self._positions, targets)
+
+    @property
+    def positions(self) -> dict[Position, int]:
+        """Next offset to read per assigned partition (dead-lettered records count as read)."""
+        return dict(self._positions)
 
     def poll(self, max_records: int = 1000, timeout: float = 0.1) -> list[LoggedEvent]:
         """Up to `max_records` decoded events; undecodable ones go to the dead-letter handler."""

@@ -54,47 +54,35 @@ class EventWriter:
         """Fire-and-forget for the dead-letter path: bytes as they were, origin in headers."""
         self._producer.produce(topic, value=value, key=key, headers=list(headers.items()))
 
-    def send(self, events: Sequence[NewEvent],
-             on_delivery: Callable[[NewEvent, BaseException | None], None] | None = None) -> None:
+    def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
         """Fire-and-forget append for high-volume streams (spans): returns once the events are queued.
 
-        librdkafka batches them (linger) instead of one round trip per event. `on_delivery(event, error)`
-        runs on the poll thread once Kafka acknowledged the event (error None) or gave up on it; the
-        caller keeps its own account and waits for it (e.g. KafkaTracer.flush). Without a callback a
-        failure is only logged. Encoding or local-queue errors raise here, before anything is queued.
+        librdkafka batches them (linger) instead of one round trip per event. `on_delivery` runs on the
+        poll thread with the event as logged (its offset) once Kafka acknowledged it, or with the error
+        once it gave up; the caller keeps its own account and waits for it (e.g. KafkaTracer.flush).
+        Encoding or local-queue errors raise here, before anything is queued.
         """
         for new in events:
-            self._produce(new, self._reporter(new, on_delivery))
+            self._produce(new, self._resolver(new, lambda callback, result: callback(result), on_delivery))
 
-    @staticmethod
-    def _reporter(new: NewEvent, on_delivery: Callable[[NewEvent, BaseException | None], None] | None
-                  ) -> Callable[[KafkaError | None, Message | None], None]:
-        def on_done(err: KafkaError | None, msg: Message | None) -> None:
-            error = None if err is None and msg is not None else AppendError(
-                f"append of {new.kind} for {new.key} failed: {err}")
-            if on_delivery is not None:
-                on_delivery(new, error)
-            elif error is not None:
-                log.error("%s", error)
-
-        return on_done
-
-    async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
-        """Append in order and wait until every event is durable; returns them with their offsets."""
+    def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
+        """Queue the events now, in order, and return a future of them with their offsets, resolved once
+        every one is durable. Queueing happens in the call, not when the future is awaited, so appends
+        made one after the other reach the log in that order even while earlier ones are unacknowledged."""
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[LoggedEvent]] = []
         for new in events:
             future: asyncio.Future[LoggedEvent] = loop.create_future()
             futures.append(future)
             self._produce(new, self._resolver(new, lambda f, r: loop.call_soon_threadsafe(_settle, f, r), future))
-        return list(await asyncio.gather(*futures))
+        return asyncio.gather(*futures)
 
     def append_sync(self, events: Sequence[NewEvent], timeout: float = 30.0) -> list[LoggedEvent]:
         """Blocking form of `append`, for scripts and the CLI."""
-        results: list[LoggedEvent | BaseException | None] = [None] * len(events)
+        results: list[LoggedEvent | AppendError | None] = [None] * len(events)
         done = threading.Semaphore(0)
 
-        def settle(index: int, result: LoggedEvent | BaseException) -> None:
+        def settle(index: int, result: LoggedEvent | AppendError) -> None:
             results[index] = result
             done.release()
 
@@ -109,7 +97,7 @@ class EventWriter:
         return [r for r in results if isinstance(r, LoggedEvent)]
 
     @staticmethod
-    def _resolver(new: NewEvent, deliver: Callable[[Any, LoggedEvent | BaseException], None], token: Any
+    def _resolver(new: NewEvent, deliver: Callable[[Any, LoggedEvent | AppendError], None], token: Any
                   ) -> Callable[[KafkaError | None, Message | None], None]:
         def on_delivery(err: KafkaError | None, msg: Message | None) -> None:
             if err is not None or msg is None:
@@ -130,7 +118,7 @@ class EventWriter:
         self._poller.join(timeout=5)
 
 
-def _settle(future: asyncio.Future[LoggedEvent], result: LoggedEvent | BaseException) -> None:
+def _settle(future: asyncio.Future[LoggedEvent], result: LoggedEvent | AppendError) -> None:
     if future.done():
         return
     if isinstance(result, BaseException):

@@ -62,7 +62,7 @@ class TaskQueue:
         configure_share_group(AdminClient({"bootstrap.servers": bootstrap}), share_group(experiment))
         self._consumer = ShareConsumer({
             "bootstrap.servers": bootstrap, "group.id": share_group(experiment), "client.id": runner_id,
-            "share.acknowledgement.mode": "explicit", "max.poll.records": 1, "fetch.wait.max.ms": 10,
+            "share.acknowledgement.mode": "explicit", "max.poll.records": 1, "fetch.wait.max.ms": 500,
             "log_level": 3,  # the client warns that share consumers are a preview on every start
         })
         self._topic = topic_name(experiment, Topic.TASKS)

@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -29,7 +29,7 @@ from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.tracer import KafkaTracer
-from agl_events.types import AttemptedRollout, ResourcesUpdate
+from agl_events.types import AttemptedRollout, Claim, ResourcesUpdate
 
 log = logging.getLogger(__name__)
 
@@ -111,19 +111,19 @@ class Runner:
         log.info("task %s: %s", task.rollout_id, "claimed" if claimed else "already taken")
         if claimed is None:
             return  # taken over REST or by another runner, or cancelled: nothing to do
-        rollout, first_sequence_id = claimed
         loop = asyncio.get_running_loop()
         step_aside = loop.call_later(self.config.step_aside_after,
                                      lambda: loop.run_in_executor(None, queue.step_aside))
         try:
-            await self._run_rollout(rollout, first_sequence_id, client, tracer)
+            await self._run_rollout(claimed, client, tracer)
         finally:
             step_aside.cancel()
             await asyncio.to_thread(queue.rejoin)
 
     async def _resolve(self, client: StoreClient, resources_id: str | None) -> ResourcesUpdate | None:
+        """Resources by id, fetched once per id (the claim names them, so a runner fetches only on change)."""
         if resources_id is None:
-            return await client.get_resources(None)
+            return None
         if resources_id not in self._resources:
             found = await client.get_resources(resources_id)
             if found is None:
@@ -131,20 +131,21 @@ class Runner:
             self._resources[resources_id] = found
         return self._resources[resources_id]
 
-    async def _run_rollout(self, rollout: AttemptedRollout, first_sequence_id: int, client: StoreClient,
-                           tracer: KafkaTracer) -> None:
+    async def _run_rollout(self, claimed: Claim, client: StoreClient, tracer: KafkaTracer) -> None:
+        rollout = claimed.rollout
         rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
-        resources = await self._resolve(client, rollout.resources_id)
-        status = "succeeded"
+        resources = await self._resolve(client, claimed.resources_id)
+        status: Literal["succeeded", "failed"] = "succeeded"
         try:
-            async with tracer.trace_context(rid, aid, first_sequence_id):  # flushes spans on exit
+            async with tracer.trace_context(rid, aid, claimed.next_sequence_id):  # flushes spans on exit
                 result = await self._call_agent(rollout, resources.resources if resources else {})
                 tracer.record_result(result)
         except Exception as exc:  # the agent's failure is the attempt's outcome, not the runner's
             log.warning("rollout %s attempt %s failed: %r", rid, aid, exc)
             log.debug("traceback", exc_info=True)
             status = "failed"
-        await client.update_attempt(rid, aid, status=status)
+        # The store records the finish once its view has read the spans up to where the tracer says they went.
+        await client.finish_attempt(rid, aid, status, tracer.spans_through())
         self.completed += 1
 
     async def _call_agent(self, rollout: AttemptedRollout, resources: dict[str, Any]) -> Any:

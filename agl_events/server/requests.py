@@ -8,9 +8,9 @@ Literals, which FastAPI turns into 422s).
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agl_events.types import (
     AttemptedRollout,
@@ -177,3 +177,12 @@ class ClaimResponse(BaseModel):
 
     rollout: AttemptedRollout | None
     next_sequence_id: int | None
+    resources_id: str | None = None
+
+
+class FinishAttemptRequest(BaseModel):
+    """agl-events extension: a runner ends an attempt whose spans it produced to the span topic itself."""
+
+    status: Literal["succeeded", "failed"]
+    #: Span-topic partition -> the offset just past the attempt's last span (from the delivery reports).
+    spans_through: dict[int, Annotated[int, Field(ge=0)]] = {}

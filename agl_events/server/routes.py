@@ -19,6 +19,7 @@ from agl_events.server.requests import (
     ClaimResponse,
     DequeueManyRolloutsRequest,
     EnqueueManyRolloutsRequest,
+    FinishAttemptRequest,
     NextSequenceIdRequest,
     QueryAttemptsRequest,
     QueryResourcesRequest,
@@ -186,8 +187,19 @@ def create_agl_router(get_store: StoreDependency) -> APIRouter:
         if claim is None:
             raise HTTPException(status_code=501, detail="this store backend does not dispatch tasks")
         claimed = await claim(rollout_id, worker_id=request.worker_id if request else None)
-        body = ClaimResponse(rollout=claimed[0] if claimed else None, next_sequence_id=claimed[1] if claimed else None)
+        body = ClaimResponse.model_validate(claimed.model_dump() if claimed else {"rollout": None,
+                                                                                   "next_sequence_id": None})
         return respond(body, ClaimResponse)
+
+    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/finish", response_model=Attempt)
+    async def finish_attempt(
+        rollout_id: str, attempt_id: str, request: FinishAttemptRequest, store: Store
+    ) -> JSONResponse:
+        """agl-events extension: a runner ends an attempt once the store has read its spans from the span topic."""
+        finish = getattr(store, "finish_attempt", None)
+        if finish is None:
+            raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
+        return respond(await finish(rollout_id, attempt_id, request.status, request.spans_through), Attempt)
 
     async def _query_attempts(rollout_id: str, q: QueryAttemptsRequest, store: LightningStore) -> JSONResponse:
         validate_pagination(q, Attempt)

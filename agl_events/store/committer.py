@@ -3,14 +3,21 @@
 This is how the store keeps "the owner decides" (dequeue exactly once, gap-free sequence ids) without
 paying one Kafka round trip per command: every command in a batch sees the decisions before it, the
 batch is appended with one wait for acks=all, and only then is it folded into the view and answered.
-If the append fails, no command of the batch took effect and each caller gets the error.
+
+Batches are pipelined: while one batch waits for its acknowledgement, the next is decided on top of it
+(its context reads through the in-flight batch's overlay) and appended behind it, up to `max_in_flight`
+batches. They complete strictly in order. If an append fails, its batch and every batch decided on top
+of it fail with that error (their events were decided on changes that did not happen); their callers
+get the error, and whatever of them Kafka did take is folded from the log later like any other event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from agl_events.log.records import LoggedEvent, NewEvent
@@ -31,24 +38,37 @@ class PartialFailure(Exception):
 
 
 class EventLog(Protocol):
-    """Where events become durable. `append` returns only when every event is acknowledged."""
+    """Where events become durable. `append` queues them at once, in call order, and its result resolves
+    only when every event is acknowledged."""
 
-    async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]: ...
+    def append(self, events: Sequence[NewEvent]) -> Awaitable[list[LoggedEvent]]: ...
+
+
+@dataclass
+class _Batch:
+    """A decided batch on its way to the log: its context is the base of the batch decided after it."""
+
+    root: DecisionContext
+    decided: list[tuple[asyncio.Future[Any], Any]]
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class Committer:
     def __init__(self, log: EventLog, view: StoreView, producer_id: str,
                  on_applied: Callable[[list[LoggedEvent]], None], clock: Callable[[], float] = time.time,
-                 max_batch: int = 2000) -> None:
+                 max_batch: int = 2000, max_in_flight: int = 4) -> None:
         self._log = log
         self._view = view
         self._producer_id = producer_id
         self._on_applied = on_applied
         self._clock = clock
         self._max_batch = max_batch
+        self._max_in_flight = max_in_flight
         self._pending: list[tuple[Command, asyncio.Future[Any]]] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._in_flight: deque[_Batch] = deque()
+        self._completions: set[asyncio.Task[None]] = set()
         self._last_now = 0.0
 
     async def run(self, command: Callable[[DecisionContext], T]) -> T:
@@ -69,13 +89,18 @@ class Committer:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:
+                if len(self._in_flight) >= self._max_in_flight:
+                    await asyncio.wait([self._in_flight[0].done])
+                    continue
                 batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch:]
-                await self._commit(batch)
+                self._start(batch)
 
-    async def _commit(self, batch: list[tuple[Command, asyncio.Future[Any]]]) -> None:
-        root = DecisionContext(self._view, self._now(), self._producer_id)
+    def _start(self, commands: list[tuple[Command, asyncio.Future[Any]]]) -> None:
+        """Decide `commands` on top of the batches still in flight and queue their events behind them."""
+        base = self._in_flight[-1].root if self._in_flight else self._view
+        root = DecisionContext(base, self._now(), self._producer_id)
         decided: list[tuple[asyncio.Future[Any], Any]] = []
-        for command, future in batch:
+        for command, future in commands:
             if future.cancelled():
                 continue
             child = root.child(self._now())
@@ -87,25 +112,58 @@ class Committer:
             root.absorb(child)
             self._last_now = max(self._last_now, child.now)
             decided.append((future, result))
+        previous = self._in_flight[-1].done if self._in_flight else None
+        batch = _Batch(root, decided)
+        self._in_flight.append(batch)
+        appended = self._log.append(root.events) if root.events else None
+        task = asyncio.get_running_loop().create_task(self._complete(batch, previous, appended))
+        self._completions.add(task)
+        task.add_done_callback(self._completions.discard)
+
+    async def _complete(self, batch: _Batch, previous: asyncio.Future[None] | None,
+                        appended: Awaitable[list[LoggedEvent]] | None) -> None:
+        """In order: wait for the batch before, then for this one's acks; fold, answer, unlink."""
         try:
-            logged = await self._log.append(root.events) if root.events else []
+            if previous is not None:
+                await asyncio.shield(previous)
+            logged = await appended if appended is not None else []
+        except asyncio.CancelledError:
+            self._settle(batch, RuntimeError("the store closed before this commit completed"))
+            raise
         except Exception as exc:
-            for future, _ in decided:
-                if not future.done():
-                    future.set_exception(exc)
+            self._settle(batch, exc)
             return
         self._view.apply_own(logged)
         self._on_applied(logged)
-        for future, result in decided:
+        for future, result in batch.decided:
             if future.done():
                 continue
             if isinstance(result, PartialFailure):
                 future.set_exception(result.error)
             else:
                 future.set_result(result)
+        self._settle(batch, None)
+
+    def _settle(self, batch: _Batch, error: Exception | None) -> None:
+        """Mark the batch done (failed batches fail their callers) and let the next one read the view."""
+        if error is not None:
+            for future, _ in batch.decided:
+                if not future.done():
+                    future.set_exception(error)
+        if self._in_flight and self._in_flight[0] is batch:
+            self._in_flight.popleft()
+        if self._in_flight:  # its changes are in the view now (or never will be): read the view directly
+            self._in_flight[0].root.view = self._view
+        if not batch.done.done():
+            if error is None:
+                batch.done.set_result(None)
+            else:
+                batch.done.set_exception(error)
+                batch.done.exception()  # retrieved: a batch with no successor must not warn
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        tasks = [t for t in (self._task, *self._completions) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None

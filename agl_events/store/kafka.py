@@ -12,16 +12,16 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_to
-from agl_events.log.reader import EventReader
+from agl_events.log.reader import EventReader, reached
 from agl_events.log.records import LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter
 from agl_events.store.base import UNSET
@@ -47,17 +47,20 @@ class KafkaLog:
         self.writer = writer
         self.tasks_writer = tasks_writer
 
-    async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
+    def append(self, events: Sequence[NewEvent]) -> Awaitable[list[LoggedEvent]]:
         tasks = [e for e in events if e.topic == Topic.TASKS]
         if not tasks:
-            return await self.writer.append(events)
-        rest = [e for e in events if e.topic != Topic.TASKS]
-        logged_rest, logged_tasks = await asyncio.gather(self.writer.append(rest), self.tasks_writer.append(tasks))
-        return [*logged_rest, *logged_tasks]
+            return self.writer.append(events)
+        rest = self.writer.append([e for e in events if e.topic != Topic.TASKS])
+        return _joined(rest, self.tasks_writer.append(tasks))
 
     def close(self) -> None:
         self.writer.close()
         self.tasks_writer.close()
+
+
+async def _joined(*appends: Awaitable[list[LoggedEvent]]) -> list[LoggedEvent]:
+    return [logged for part in await asyncio.gather(*appends) for logged in part]
 
 
 class KafkaLightningStore(EventSourcedStore):
@@ -71,6 +74,11 @@ class KafkaLightningStore(EventSourcedStore):
         self._reader = reader
         self._follower: asyncio.Task[None] | None = None
         self._progress = asyncio.Event()
+        #: How far the view has folded each partition (the reader's positions as of its last folded batch).
+        self._folded: dict[tuple[str, int], int] = {}
+        #: (rollout, attempt) pairs with foreign spans whose heartbeat is still to be decided, in arrival order.
+        self._beats: dict[tuple[str, str], None] = {}
+        self._beating: asyncio.Task[None] | None = None
         self._closed = False
         self._watchdog: asyncio.Task[None] | None = None
 
@@ -108,6 +116,7 @@ class KafkaLightningStore(EventSourcedStore):
         while not self._reader.caught_up_to(targets):
             batch = await asyncio.to_thread(self._reader.poll, 5000, 0.5)
             applied += self.view.apply_logged(batch)
+        self._folded = self._reader.positions
         return applied
 
     async def _follow(self) -> None:
@@ -116,30 +125,56 @@ class KafkaLightningStore(EventSourcedStore):
             # A short poll: `consume` waits out its whole timeout when fewer records come, and callers of
             # `caught_up` (every finishing attempt) wait for the next round.
             batch = await asyncio.to_thread(self._reader.poll, 5000, 0.01)
+            read = self._reader.positions  # only this task polls: exactly how far this batch goes
             if batch:
                 self.view.apply_logged(batch)
                 self.notify_applied(batch)
-                foreign = [(e.record["span"]["rollout_id"], e.record["span"]["attempt_id"]) for e in batch
-                           if e.kind == "SpanAdded" and e.record["producer_id"] != self._writer.producer_id]
-                if foreign:
-                    await self.record_heartbeats(foreign)
+            self._folded = read
             self._progress.set()
             self._progress.clear()
+            self._beats.update(dict.fromkeys((e.record["span"]["rollout_id"], e.record["span"]["attempt_id"])
+                                             for e in batch if e.kind == "SpanAdded"
+                                             and e.record["producer_id"] != self._writer.producer_id))
+            if self._beats and (self._beating is None or self._beating.done()):
+                self._beating = asyncio.get_running_loop().create_task(self._beat(), name="agl-heartbeats")
+
+    async def _beat(self) -> None:
+        """Decide the heartbeats of foreign spans off the follower's path: it keeps folding meanwhile
+        (a finishing attempt waits for the fold), and spans arriving meanwhile join the next decision."""
+        while self._beats:
+            pairs, self._beats = list(self._beats), {}
+            try:
+                await self.record_heartbeats(pairs)
+            except Exception:  # the next span of that attempt is another heartbeat; keep following
+                log.exception("recording heartbeats failed")
 
     async def caught_up(self, topic: Topic) -> None:
         """Wait until the view holds everything in `topic` that was acknowledged before this call."""
         targets = await asyncio.to_thread(self._reader.end_offsets, 30.0, topic_name(self._writer.experiment, topic))
-        while not self._reader.caught_up_to(targets):
+        await self._folded_through(targets)
+
+    async def _folded_through(self, targets: dict[tuple[str, int], int]) -> None:
+        # Not the reader's own positions: they move on while its batch is still on the way to the view.
+        while not reached(self._folded, targets):
             await self._progress.wait()
 
     async def update_attempt(self, rollout_id: str, attempt_id: str, status: Any = UNSET, worker_id: Any = UNSET,
                              last_heartbeat_time: Any = UNSET, metadata: Any = UNSET) -> Attempt:
         """A runner flushes its spans to Kafka before it reports the attempt finished; fold them first, so
-        whoever waits for the rollout reads all its spans."""
+        whoever waits for the rollout reads all its spans. Not knowing where they went, ask the broker
+        where every span partition ends (one request per partition); `finish_attempt` avoids that."""
         if status in ("succeeded", "failed"):
             await self.caught_up(Topic.SPANS)
         return await super().update_attempt(rollout_id, attempt_id, status=status, worker_id=worker_id,
                                              last_heartbeat_time=last_heartbeat_time, metadata=metadata)
+
+    async def finish_attempt(self, rollout_id: str, attempt_id: str, status: Literal["succeeded", "failed"],
+                             spans_through: Mapping[int, int]) -> Attempt:
+        """Wait until the view has read the runner's spans (`spans_through` comes from its delivery reports:
+        no broker request, unlike `update_attempt`), then record the attempt finished."""
+        spans = topic_name(self._writer.experiment, Topic.SPANS)
+        await self._folded_through({(spans, partition): end for partition, end in spans_through.items()})
+        return await super().update_attempt(rollout_id, attempt_id, status=status)
 
     async def _watch(self) -> None:
         """Timeouts fire even when nobody calls the store (upstream only checks before calls)."""
@@ -159,7 +194,7 @@ class KafkaLightningStore(EventSourcedStore):
         if self._closed:
             return
         self._closed = True
-        for task in (self._follower, self._watchdog):
+        for task in (self._follower, self._watchdog, self._beating):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

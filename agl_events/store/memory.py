@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from agl_events.events.codec import AvroCodec
@@ -20,7 +21,7 @@ class InMemoryLog:
         self.codec = codec or AvroCodec()
         self.topics: dict[str, list[LoggedEvent]] = {}
 
-    async def append(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
+    def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
         logged = []
         for new in events:
             record = self.codec.decode(self.codec.encode(new.kind, new.record)).record
@@ -28,7 +29,9 @@ class InMemoryLog:
             entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries))
             entries.append(entry)
             logged.append(entry)
-        return logged
+        done: asyncio.Future[list[LoggedEvent]] = asyncio.get_running_loop().create_future()
+        done.set_result(logged)
+        return done
 
 
 class InMemoryLightningStore(EventSourcedStore):

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
@@ -30,6 +30,7 @@ from agl_events.types import (
     FINISHED_STATUSES,
     Attempt,
     AttemptedRollout,
+    Claim,
     EnqueueRolloutRequest,
     NamedResources,
     PaginatedResult,
@@ -44,6 +45,9 @@ from agl_events.views.store_view import StoreView
 log = logging.getLogger(__name__)
 
 _FINISHING_KINDS = {"RolloutStatusChanged", "RolloutUpdated"}
+#: How stale a running attempt's heartbeat may get while its runner streams spans (far below any sensible
+#: unresponsive_seconds; one heartbeat event per rollout for short rollouts).
+FOREIGN_HEARTBEAT_SECONDS = 0.5
 
 
 class EventSourcedStore:
@@ -153,26 +157,37 @@ class EventSourcedStore:
         claimed = await self._decide(lambda ctx: rollout_cmds.dequeue_rollouts(ctx, limit, worker_id))
         return [AttemptedRollout.model_validate({**rollout, "attempt": attempt}) for rollout, attempt in claimed]
 
-    async def claim_rollout(self, rollout_id: str, worker_id: str | None = None
-                            ) -> tuple[AttemptedRollout, int] | None:
+    async def claim_rollout(self, rollout_id: str, worker_id: str | None = None) -> Claim | None:
         """agl-events extension for runners on the tasks topic: take this queued rollout, if still queued.
 
-        Returns the attempted rollout and the rollout's next span sequence id, or None when the rollout
-        was already claimed (a task delivered twice, or dequeued over REST) or is not waiting.
+        None when the rollout was already claimed (a task delivered twice, or dequeued over REST) or is
+        not waiting.
         """
         await self.healthcheck()
-        claimed = await self._decide(lambda ctx: task_cmds.claim(ctx, rollout_id, worker_id))
-        if claimed is None:
-            return None
-        rollout, attempt, next_sequence_id = claimed
-        return AttemptedRollout.model_validate({**rollout, "attempt": attempt}), next_sequence_id
+        return await self._decide(lambda ctx: task_cmds.claim(ctx, rollout_id, worker_id))
+
+    async def finish_attempt(self, rollout_id: str, attempt_id: str, status: Literal["succeeded", "failed"],
+                             spans_through: Mapping[int, int]) -> Attempt:
+        """agl-events extension for runners: end an attempt whose spans the runner sent to the span topic
+        itself, up to `spans_through` (partition -> offset past its last span). Here every span went
+        through this store already; the Kafka store waits until its view has read that far."""
+        return await self.update_attempt(rollout_id, attempt_id, status=status)
 
     async def record_heartbeats(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Spans someone else appended (a runner's tracer) are heartbeats: decide what they imply."""
+        """Spans someone else appended (a runner's tracer) are heartbeats: decide what they imply.
+
+        Only where they change something the watchdog looks at: they revive a preparing or unresponsive
+        attempt, and refresh a running one whose heartbeat is older than FOREIGN_HEARTBEAT_SECONDS. A
+        runner streams spans in many small batches; an event per batch would cost an append each."""
         def beat(ctx: DecisionContext) -> None:
             for rid, aid in dict.fromkeys(pairs):
-                if ctx.attempt(rid, aid) is not None:
-                    span_cmds.heartbeat(ctx, rid, aid)
+                attempt = ctx.attempt(rid, aid)
+                if attempt is None or attempt["status"] not in ("preparing", "unresponsive", "running"):
+                    continue
+                if attempt["status"] == "running" and \
+                        ctx.now - (attempt["last_heartbeat_time"] or 0.0) < FOREIGN_HEARTBEAT_SECONDS:
+                    continue
+                span_cmds.heartbeat(ctx, rid, aid)
 
         await self._decide(beat)
 

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
 from agl_events.emitter.spans import seconds
-from agl_events.types import Event, Link, OtelResource, Span, SpanContext, TraceStatus
+from agl_events.types import Span
 
 SPAN_OWN_FIELDS = ["name", "context", "parent", "resource", "attributes", "events", "links", "start_time",
                    "end_time", "status", "span_processor", "rollout_id", "attempt_id", "trace_id", "span_id",
@@ -35,43 +35,57 @@ def plain(attributes: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in (attributes or {}).items()}
 
 
-def context_of(ctx: trace.SpanContext) -> SpanContext:
-    return SpanContext(
-        trace_id=trace.format_trace_id(ctx.trace_id),
-        span_id=trace.format_span_id(ctx.span_id),
-        is_remote=ctx.is_remote,
-        trace_state=dict(ctx.trace_state.items()) if ctx.trace_state else {},
+def untupled(value: Any) -> Any:
+    """Tuples (OpenTelemetry's attribute sequences) as lists: fastavro reads a tuple as (union branch, value)."""
+    if isinstance(value, dict):
+        return {k: untupled(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [untupled(v) for v in value]
+    return value
+
+
+def context_of(ctx: trace.SpanContext) -> dict[str, Any]:
+    return {
+        "trace_id": trace.format_trace_id(ctx.trace_id),
+        "span_id": trace.format_span_id(ctx.span_id),
+        "is_remote": ctx.is_remote,
+        "trace_state": dict(ctx.trace_state.items()) if ctx.trace_state else {},
         **extra_fields(ctx, ["trace_id", "span_id", "is_remote", "trace_state"]),
-    )
+    }
 
 
-def span_from_otel(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int) -> Span:
-    """Convert `src`, stamped with where it belongs and its place in the rollout's order."""
+def otel_span_dict(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int) -> dict[str, Any]:
+    """Convert `src` into the JSON shape of our `Span` (what `Span.model_dump()` gives), stamped with where it
+    belongs and its place in the rollout's order. Plain dicts, no model: the tracer runs this for every
+    span on the agent's thread, and validating a pydantic model there cost about as much as encoding."""
     ctx = src.get_span_context()
     trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
     status = src.status
-    return Span(
-        rollout_id=rollout_id,
-        attempt_id=attempt_id,
-        sequence_id=sequence_id,
-        trace_id=trace.format_trace_id(trace_id),
-        span_id=trace.format_span_id(span_id),
-        parent_id=trace.format_span_id(src.parent.span_id) if src.parent else None,
-        name=src.name,
-        status=TraceStatus(status_code=status.status_code.name, description=status.description,
-                           **extra_fields(status, ["status_code", "description"])),
-        attributes=plain(src.attributes),
-        events=[Event(name=e.name, attributes=plain(e.attributes),
-                      timestamp=seconds(e.timestamp), **extra_fields(e, ["name", "attributes", "timestamp"]))
-                for e in src.events],
-        links=[Link(context=context_of(link.context), attributes=plain(link.attributes) if link.attributes else None,
-                    **extra_fields(link, ["context", "attributes"]))
-               for link in src.links],
-        start_time=seconds(src.start_time),
-        end_time=seconds(src.end_time),
-        context=context_of(ctx) if ctx is not None else None,
-        parent=context_of(src.parent) if src.parent else None,
-        resource=OtelResource(attributes=plain(src.resource.attributes),
-                              schema_url=src.resource.schema_url or ""),
+    return {
+        "rollout_id": rollout_id,
+        "attempt_id": attempt_id,
+        "sequence_id": sequence_id,
+        "trace_id": trace.format_trace_id(trace_id),
+        "span_id": trace.format_span_id(span_id),
+        "parent_id": trace.format_span_id(src.parent.span_id) if src.parent else None,
+        "name": src.name,
+        "status": {"status_code": status.status_code.name, "description": status.description,
+                   **extra_fields(status, ["status_code", "description"])},
+        "attributes": plain(src.attributes),
+        "events": [{"name": e.name, "attributes": plain(e.attributes), "timestamp": seconds(e.timestamp),
+                    **extra_fields(e, ["name", "attributes", "timestamp"])} for e in src.events],
+        "links": [{"context": context_of(link.context),
+                   "attributes": plain(link.attributes) if link.attributes else None,
+                   **extra_fields(link, ["context", "attributes"])} for link in src.links],
+        "start_time": seconds(src.start_time),
+        "end_time": seconds(src.end_time),
+        "context": context_of(ctx) if ctx is not None else None,
+        "parent": context_of(src.parent) if src.parent else None,
+        "resource": {"attributes": plain(src.resource.attributes), "schema_url": src.resource.schema_url or ""},
         **extra_fields(src, SPAN_OWN_FIELDS),
-    )
+    }
+
+
+def span_from_otel(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int) -> Span:
+    """`otel_span_dict` as our model."""
+    return Span.model_validate(otel_span_dict(src, rollout_id, attempt_id, sequence_id))

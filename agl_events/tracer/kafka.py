@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from agl_events.emitter.spans import INSTRUMENTATION_NAME, set_active_provider
 from agl_events.events.convert import span_record
-from agl_events.log.records import NewEvent, event
-from agl_events.log.writer import EventWriter
+from agl_events.log.records import LoggedEvent, NewEvent, event
+from agl_events.log.writer import AppendError, EventWriter
 from agl_events.semconv import LightningResourceAttributes
-from agl_events.tracer.convert import span_from_otel
+from agl_events.tracer.convert import otel_span_dict
 from agl_events.types import Span
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,11 @@ class KafkaSpanProcessor(SpanProcessor):
         self._order = threading.RLock()  # sequence id assignment and queueing happen in one step
         self._attempt: _Attempt | None = None
         self._last_sequence_id: int | None = None
-        self._spans: list[Span] = []
+        self._spans: list[dict[str, Any]] = []  # as produced; models only when asked for
         self._acks = threading.Condition()
         self._outstanding = 0
         self._failures: list[BaseException] = []
+        self._through: dict[int, int] = {}
         self.produced = 0
 
     # -- attempt scope -------------------------------------------------------------------------
@@ -73,6 +74,8 @@ class KafkaSpanProcessor(SpanProcessor):
             self._attempt = _Attempt(rollout_id, attempt_id, first_sequence_id)
             self._last_sequence_id = first_sequence_id - 1
             self._spans = []
+        with self._acks:
+            self._through = {}
 
     def end(self) -> None:
         with self._order:
@@ -86,10 +89,19 @@ class KafkaSpanProcessor(SpanProcessor):
     def last_sequence_id(self) -> int | None:
         return self._last_sequence_id
 
+    def spans_through(self) -> dict[int, int]:
+        """Per partition of the span topic, the offset just past the current attempt's last acknowledged span.
+
+        After `flush` this covers every span of the attempt: the store waits until its view has read that
+        far before it records the attempt finished, instead of asking the broker where each partition ends.
+        """
+        with self._acks:
+            return dict(self._through)
+
     def spans(self) -> list[Span]:
         """The spans queued for the current (or last) attempt, in sequence order."""
         with self._order:
-            return list(self._spans)
+            return [Span.model_validate(span) for span in self._spans]
 
     # -- SpanProcessor -------------------------------------------------------------------------
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
@@ -104,7 +116,7 @@ class KafkaSpanProcessor(SpanProcessor):
             log.debug("span %s ended outside a trace_context; not recorded", span.name)
             return
         try:
-            self.submit(lambda rid, aid, seq: span_from_otel(span, rid, aid, seq))
+            self.submit(lambda rid, aid, seq: otel_span_dict(span, rid, aid, seq))
         except Exception as exc:  # already recorded as a failure
             log.debug("span %s not queued: %s", span.name, exc)
 
@@ -119,8 +131,9 @@ class KafkaSpanProcessor(SpanProcessor):
         return True
 
     # -- producing -----------------------------------------------------------------------------
-    def submit(self, build: Callable[[str, str, int], Span]) -> Span:
-        """Stamp the next sequence id via `build(rollout_id, attempt_id, sequence_id)` and queue the span.
+    def submit(self, build: Callable[[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+        """Stamp the next sequence id via `build(rollout_id, attempt_id, sequence_id)` (a span in the JSON
+        shape of our `Span`) and queue the span.
 
         Raises (and records the failure for flush) when the span cannot even be queued.
         """
@@ -129,10 +142,8 @@ class KafkaSpanProcessor(SpanProcessor):
             if attempt is None:
                 raise RuntimeError("no active trace_context: spans need a rollout and attempt")
             try:
-                span = build(attempt.rollout_id, attempt.attempt_id, attempt.next_sequence_id)
-                span = _with_route(span)
-                new = event("SpanAdded", attempt.rollout_id, time.time(), self._writer.producer_id,
-                            span=span_record(_untupled(span.model_dump())))
+                span = with_route(build(attempt.rollout_id, attempt.attempt_id, attempt.next_sequence_id))
+                new = span_event(span, self._writer.producer_id)
                 with self._acks:
                     self._outstanding += 1
                 try:
@@ -147,16 +158,18 @@ class KafkaSpanProcessor(SpanProcessor):
                     self._failures.append(exc)
                 raise
             attempt.next_sequence_id += 1
-            self._last_sequence_id = span.sequence_id
+            self._last_sequence_id = span["sequence_id"]
             self._spans.append(span)
             self.produced += 1
             return span
 
-    def _delivered(self, new: NewEvent, error: BaseException | None) -> None:
+    def _delivered(self, result: LoggedEvent | AppendError) -> None:
         with self._acks:
             self._outstanding -= 1
-            if error is not None:
-                self._failures.append(error)
+            if isinstance(result, AppendError):
+                self._failures.append(result)
+            elif result.offset >= self._through.get(result.partition, 0):
+                self._through[result.partition] = result.offset + 1
             self._acks.notify_all()
 
     def flush(self, timeout: float = 30.0) -> None:
@@ -175,21 +188,22 @@ class KafkaSpanProcessor(SpanProcessor):
                                  ) from failures[0]
 
 
-def _untupled(value: Any) -> Any:
-    """Tuples (OpenTelemetry's attribute sequences) as lists: fastavro reads a tuple as (union branch, value)."""
-    if isinstance(value, dict):
-        return {k: _untupled(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_untupled(v) for v in value]
-    return value
-
-
-def _with_route(span: Span) -> Span:
+def with_route(span: dict[str, Any]) -> dict[str, Any]:
     """Rollout and attempt ids in the resource as well, as upstream's OTLP path stamps them there."""
-    attributes = {**span.resource.attributes,
-                  LightningResourceAttributes.ROLLOUT_ID.value: span.rollout_id,
-                  LightningResourceAttributes.ATTEMPT_ID.value: span.attempt_id}
-    return span.model_copy(update={"resource": span.resource.model_copy(update={"attributes": attributes})})
+    attributes = {**span["resource"]["attributes"],
+                  LightningResourceAttributes.ROLLOUT_ID.value: span["rollout_id"],
+                  LightningResourceAttributes.ATTEMPT_ID.value: span["attempt_id"]}
+    return {**span, "resource": {**span["resource"], "attributes": attributes}}
+
+
+def span_event(span: dict[str, Any], producer_id: str) -> NewEvent:
+    """The SpanAdded event of a span in the JSON shape of our `Span` (lists, not tuples)."""
+    return event("SpanAdded", span["rollout_id"], time.time(), producer_id, span=span_record(span))
+
+
+def span_added(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int, producer_id: str) -> NewEvent:
+    """The SpanAdded event the tracer produces for a finished OpenTelemetry span."""
+    return span_event(with_route(otel_span_dict(src, rollout_id, attempt_id, sequence_id)), producer_id)
 
 
 class TraceContext:
@@ -257,6 +271,10 @@ class KafkaTracer:
     def last_sequence_id(self) -> int | None:
         """The last sequence id assigned (first_sequence_id - 1 if none yet); None before any attempt."""
         return self.processor.last_sequence_id
+
+    def spans_through(self) -> dict[int, int]:
+        """Span-topic partition -> offset past the current (or last) attempt's acknowledged spans."""
+        return self.processor.spans_through()
 
     def get_last_trace(self) -> list[Span]:
         """The spans produced for the current or last attempt (upstream's `Tracer.get_last_trace`)."""

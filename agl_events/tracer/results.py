@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agl_events.emitter.reward import emit_reward
 from agl_events.emitter.spans import SpanCoreFields, to_otel_status
-from agl_events.tracer.convert import span_from_otel
+from agl_events.tracer.convert import otel_span_dict, untupled
 from agl_events.types import Span
 
 if TYPE_CHECKING:
@@ -30,9 +30,9 @@ def _nanos(value: float | None) -> int | None:
 
 
 def _restamped(span: Span) -> Any:
-    def build(rollout_id: str, attempt_id: str, sequence_id: int) -> Span:
-        return span.model_copy(update={"rollout_id": rollout_id, "attempt_id": attempt_id,
-                                       "sequence_id": sequence_id})
+    def build(rollout_id: str, attempt_id: str, sequence_id: int) -> dict[str, Any]:
+        return untupled({**span.model_dump(), "rollout_id": rollout_id, "attempt_id": attempt_id,
+                         "sequence_id": sequence_id})
 
     return build
 
@@ -60,7 +60,7 @@ def record_result(tracer: KafkaTracer, result: Any) -> list[Span]:
 
 def _record_span(tracer: KafkaTracer, item: Any) -> None:
     if isinstance(item, ReadableSpan):
-        tracer.processor.submit(lambda rid, aid, seq: span_from_otel(item, rid, aid, seq))
+        tracer.processor.submit(lambda rid, aid, seq: otel_span_dict(item, rid, aid, seq))
     elif isinstance(item, Span):
         tracer.processor.submit(_restamped(item))
     elif isinstance(item, SpanCoreFields):

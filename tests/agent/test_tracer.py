@@ -7,17 +7,21 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
+from agl_events.config import Settings
 from agl_events.emitter import emit_message, emit_reward, operation
 from agl_events.events.codec import AvroCodec
 from agl_events.log.clients import make_admin
+from agl_events.log.reader import EventReader
 from agl_events.log.writer import EventWriter
-from agl_events.topics import create_topics
+from agl_events.store.kafka import KafkaLightningStore
+from agl_events.topics import Topic, create_topics
 from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
-from agl_events.types import Span
+from agl_events.types import AttemptedRollout, Span
 from tests.agent import read_spans
 
 pytestmark = pytest.mark.kafka
@@ -216,3 +220,56 @@ def test_returned_values_become_spans(tracer: KafkaTracer, bootstrap: str, exper
         tracer.record_result(1.0)
 
 
+
+
+async def test_store_reads_a_runners_spans_up_to_its_offsets_and_takes_them_as_heartbeats(
+        settings: Settings, tmp_path: Path) -> None:
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view", scan_debounce_seconds=0)
+    writer = EventWriter(settings.bootstrap_servers, settings.experiment, AvroCodec(), producer_id="runner-x")
+    tracer = KafkaTracer(writer)
+    try:
+        await store.enqueue_rollout(input="a")
+        second = await store.enqueue_rollout(input="b")
+        dequeued = await store.dequeue_rollout(worker_id="w")  # over REST: preparing until its first span
+        assert dequeued is not None and dequeued.attempt.status == "preparing"
+        events_before = len(await asyncio.to_thread(read_kinds, settings))
+
+        async def run(rollout: AttemptedRollout) -> None:
+            with tracer.trace_context(rollout.rollout_id, rollout.attempt.attempt_id):
+                emit_reward(1.0)
+            through = tracer.spans_through()
+            assert sum(through.values()) > 0  # the rollout's partition, past its one span
+            finished = await store.finish_attempt(rollout.rollout_id, rollout.attempt.attempt_id, "succeeded",
+                                                  through)
+            assert finished.status == "succeeded"  # and its span is already readable:
+            assert [s.name for s in await store.query_spans(rollout.rollout_id)] == ["agentlightning.annotation"]
+
+        await run(dequeued)
+        claimed = await store.claim_rollout(second.rollout_id, worker_id="w")
+        assert claimed is not None and claimed.rollout.attempt.status == "running"
+        await run(claimed.rollout)
+        await asyncio.sleep(0.5)  # the follower decides heartbeats after folding
+        kinds = (await asyncio.to_thread(read_kinds, settings))[events_before:]
+        # The preparing attempt's span is its heartbeat; the claimed one ran with a fresh heartbeat: none.
+        assert kinds.count("AttemptHeartbeat") == 1, kinds
+        revived = (await store.query_attempts(dequeued.rollout_id)).items[0]
+        assert revived.last_heartbeat_time is not None
+    finally:
+        tracer.close()
+        writer.close()
+        await store.close()
+
+
+def read_kinds(settings: Settings) -> list[str]:
+    """Every event kind on the attempts topic, in log order."""
+    codec = AvroCodec()
+    reader = EventReader(settings.bootstrap_servers, settings.experiment, codec, [Topic.ATTEMPTS])
+    try:
+        reader.assign()
+        targets = reader.end_offsets()
+        kinds: list[str] = []
+        while not reader.caught_up_to(targets):
+            kinds.extend(e.kind for e in reader.poll(1000, 0.5))
+        return kinds
+    finally:
+        reader.close()

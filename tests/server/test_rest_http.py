@@ -233,3 +233,27 @@ def test_server_faults_are_500_without_traceback_and_not_cached(start_server: An
         assert http.get(f"{AGL}/rollouts").status_code == 200  # the failed open was not cached
         assert http.get(f"{AGL}/statistics").status_code == 200
     assert calls == ["default", "default"]
+
+
+def test_runner_extension_claim_runs_at_once_and_finish_checks_its_body(http: httpx.Client) -> None:
+    resources = http.post(f"{AGL}/resources", json={"p": {"resource_type": "prompt_template", "template": "{x}",
+                                                          "engine": "f-string"}}).json()
+    [queued] = http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": [{"input": 1}]}).json()
+    rid = queued["rollout_id"]
+
+    claim = http.post(f"{AGL}/rollouts/{rid}/claim", json={"worker_id": "w1"}).json()
+    attempt = claim["rollout"]["attempt"]
+    # A runner claims only what it runs now: running at once, with a heartbeat, and told what to run with.
+    assert claim["rollout"]["status"] == "running" and attempt["status"] == "running"
+    assert attempt["last_heartbeat_time"] == attempt["start_time"] and attempt["worker_id"] == "w1"
+    assert claim["next_sequence_id"] == 1 and claim["resources_id"] == resources["resources_id"]
+    again = http.post(f"{AGL}/rollouts/{rid}/claim", json={"worker_id": "w2"}).json()
+    assert again == {"rollout": None, "next_sequence_id": None, "resources_id": None}
+
+    finish = f"{AGL}/rollouts/{rid}/attempts/{attempt['attempt_id']}/finish"
+    bad = http.post(finish, json={"status": "running", "spans_through": {}})
+    assert bad.status_code == 422 and "status" in bad.text
+    assert http.post(finish, json={"status": "succeeded", "spans_through": {"0": -1}}).status_code == 422
+    done = http.post(finish, json={"status": "succeeded", "spans_through": {}})
+    assert done.status_code == 200 and done.json()["status"] == "succeeded"
+    assert http.get(f"{AGL}/rollouts/{rid}").json()["status"] == "succeeded"

@@ -34,11 +34,12 @@ def set_rollout_status(ctx: DecisionContext, rid: str, status: str, cause: str) 
         dispatch(ctx, rollout, queue_seq)
 
 
-def create_attempt(ctx: DecisionContext, rid: str, worker_id: str | None) -> dict[str, Any]:
+def create_attempt(ctx: DecisionContext, rid: str, worker_id: str | None, running: bool = False) -> dict[str, Any]:
+    """Attempt k+1, preparing; or already `running` (with a heartbeat now) when its runner starts it at once."""
     attempt = {
         "rollout_id": rid, "attempt_id": new_attempt_id(), "sequence_id": len(ctx.attempts(rid)) + 1,
-        "start_time": ctx.now, "end_time": None, "status": "preparing", "worker_id": worker_id,
-        "last_heartbeat_time": None, "metadata": None,
+        "start_time": ctx.now, "end_time": None, "status": "running" if running else "preparing",
+        "worker_id": worker_id, "last_heartbeat_time": ctx.now if running else None, "metadata": None,
     }
     ctx.emit("AttemptCreated", rid, attempt=attempt_record(attempt))
     return attempt

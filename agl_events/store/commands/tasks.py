@@ -7,27 +7,32 @@ dequeued over REST, still yields exactly one attempt.
 
 from __future__ import annotations
 
-from typing import Any
-
 from agl_events.reducers import keys
 from agl_events.store.commands.attempts import create_attempt, set_rollout_status
 from agl_events.store.commands.workers import sync_worker_with_attempt
 from agl_events.store.context import DecisionContext
-from agl_events.types import QUEUING_STATUSES
+from agl_events.types import QUEUING_STATUSES, AttemptedRollout, Claim
 
 
-def claim(ctx: DecisionContext, rid: str, worker_id: str | None
-          ) -> tuple[dict[str, Any], dict[str, Any], int] | None:
-    """Take a queued rollout for a runner: attempt k+1, rollout preparing; None if no longer waiting.
+def claim(ctx: DecisionContext, rid: str, worker_id: str | None) -> Claim | None:
+    """Take a queued rollout for a runner: attempt k+1; None if no longer waiting.
 
-    Also returns the rollout's next span sequence id: while the runner holds the attempt, its tracer
-    numbers the spans itself from there, with no call per span.
+    A runner claims a task only to run it at once, so attempt and rollout start out `running` (the attempt
+    with a heartbeat now) instead of `preparing` until the first span: the heartbeat that would otherwise
+    switch them is an append per rollout saved, and the watchdog times both the same way.
+
+    Also says the rollout's next span sequence id (while the runner holds the attempt, its tracer numbers
+    the spans itself from there, with no call per span) and which resources to run with.
     """
     rollout = ctx.rollout(rid)
     if rollout is None or rollout["status"] not in QUEUING_STATUSES:
         return None
-    attempt = create_attempt(ctx, rid, worker_id)
-    set_rollout_status(ctx, rid, "preparing", "dequeue")
+    attempt = create_attempt(ctx, rid, worker_id, running=True)
+    set_rollout_status(ctx, rid, "running", "claim")
     if worker_id is not None:
         sync_worker_with_attempt(ctx, attempt, dequeue=True)
-    return ctx.rollout(rid), attempt, (ctx.get(keys.span_counter(rid)) or 0) + 1  # type: ignore[return-value]
+    claimed = ctx.rollout(rid)
+    assert claimed is not None
+    return Claim(rollout=AttemptedRollout.model_validate({**claimed, "attempt": attempt}),
+                 next_sequence_id=(ctx.get(keys.span_counter(rid)) or 0) + 1,
+                 resources_id=claimed["resources_id"] or ctx.latest_resources_id())

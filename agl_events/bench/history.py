@@ -1,0 +1,134 @@
+"""Store memory as the history grows: peak RSS of a store server that rebuilds its view from N spans.
+
+    python -m agl_events.bench.history [--spans 1000000] [--spans-per-rollout 1000]
+
+N SpanAdded events (the workload's own spans, re-stamped with fresh rollout/attempt/sequence ids and
+encoded as the tracer encodes them) are produced to a throwaway experiment; then `agl-events store` starts
+on it with an empty view folder, so every span passes through its fold (the worst case: a rebuild from
+offset 0). The figures are the server's peak RSS (VmHWM) once it answers, and the rebuild rate. RocksDB
+keeps the view on disk, so memory should stay flat as N grows; this is what checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.progress import Progress
+
+from agl_events.bench.stages import record_otel_spans, span_events
+from agl_events.bench.workload import PRESETS
+from agl_events.broker.local import ensure_broker
+from agl_events.config import Settings
+from agl_events.events.codec import AvroCodec
+from agl_events.log.clients import make_admin, make_producer
+from agl_events.log.records import new_event_id
+from agl_events.topics import Topic, create_topics, delete_topics, topic_name
+
+
+def produce_history(bootstrap: str, experiment: str, spans: int, per_rollout: int) -> float:
+    """Produce `spans` SpanAdded events to the experiment's span topic; returns the seconds it took."""
+    codec = AvroCodec.from_url(None)
+    base = [e.record for e in span_events(record_otel_spans(PRESETS["medium"].tasks()))]
+    producer = make_producer(bootstrap, "bench-history")
+    topic = topic_name(experiment, Topic.SPANS)
+    started = time.perf_counter()
+    with Progress(transient=True) as progress:
+        bar = progress.add_task(f"producing {spans:,} spans", total=spans)
+        for i in range(spans):
+            rid, seq = f"ro-hist{i // per_rollout:07d}", i % per_rollout + 1
+            record = base[i % len(base)]
+            span = {**record["span"], "rollout_id": rid, "attempt_id": f"at-{rid[3:]}", "sequence_id": seq}
+            value = codec.encode("SpanAdded", {**record, "event_id": new_event_id(), "span": span})
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=rid.encode())
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if i % 5000 == 0:
+                producer.poll(0)
+                progress.update(bar, completed=i)
+        if producer.flush(120):
+            raise RuntimeError("the broker did not take every span")
+    return time.perf_counter() - started
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rebuild_rss(settings: Settings, experiment: str, timeout: float = 1800) -> dict[str, float]:
+    """Start a store server on `experiment` with an empty view; peak RSS once it has folded everything."""
+    port, views = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-"))
+    env = {**os.environ, "AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+           "AGL_HOME": str(views)}
+    server = subprocess.Popen([sys.executable, "-m", "agl_events.cli.main", "store", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = time.perf_counter()
+    try:
+        deadline = started + timeout
+        while True:  # the first request opens the experiment: it answers once the view has caught up
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/agl/rollouts", params={"limit": 1}, timeout=timeout
+                          ).raise_for_status()
+                break
+            except httpx.TransportError:
+                if time.perf_counter() > deadline or server.poll() is not None:
+                    raise RuntimeError("the store server did not come up") from None
+                time.sleep(0.2)
+        seconds = time.perf_counter() - started
+        return {"rebuild_seconds": seconds, "store_rss_mb_after_rebuild": _peak_rss_mb(server.pid)}
+    finally:
+        server.terminate()
+        server.wait(30)
+        shutil.rmtree(views, ignore_errors=True)
+
+
+def measure(settings: Settings, spans: int, per_rollout: int) -> dict[str, Any]:
+    bootstrap = ensure_broker(settings)
+    settings = settings.model_copy(update={"bootstrap": bootstrap})
+    experiment = f"bench-history-{uuid.uuid4().hex[:8]}"
+    create_topics(make_admin(bootstrap), experiment)
+    try:
+        produce_seconds = produce_history(bootstrap, experiment, spans, per_rollout)
+        figures = rebuild_rss(settings, experiment)
+    finally:
+        delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
+    return {"history_spans": spans, "history_produce_seconds": produce_seconds, **figures,
+            "rebuild_spans_per_s": spans / figures["rebuild_seconds"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--spans-per-rollout", type=int, default=1000)
+    args = parser.parse_args()
+    figures = measure(Settings.from_env(), args.spans, args.spans_per_rollout)
+    for name, value in figures.items():
+        print(f"{name:32s} {value:14,.1f}")
+    print(json.dumps({k: round(v, 2) for k, v in figures.items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Where the time of one span goes, stage by stage, each measured alone on one core.
+
+    python -m agl_events.bench.stages [--rollouts 200]
+
+The spans are the workload's own (the benchmark's agent, recorded with OpenTelemetry's in-memory
+exporter). Stages, in the order a span passes them: the tracer turns the OpenTelemetry span into our
+SpanAdded record (`convert`) and Avro-encodes it (`encode`); Kafka carries it (see the raw producer
+figure); the store decodes it (`decode`), folds it with the reducers (`fold`, into a dict) and writes
+the result to RocksDB (`rocksdb`: folding into RocksKV minus folding into a dict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agl_events.bench.agl_side import run_plan
+from agl_events.bench.workload import PRESETS
+from agl_events.emitter import emit_reward, operation, set_active_provider
+from agl_events.events.codec import AvroCodec
+from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.topics import Topic
+from agl_events.tracer.kafka import span_added
+from agl_events.views.kv import DictKV, KeyValue, RocksKV
+from agl_events.views.store_view import StoreView
+
+
+def record_otel_spans(tasks: list[dict[str, Any]]) -> list[list[ReadableSpan]]:
+    """Each task's finished OpenTelemetry spans, as the runner's tracer would receive them."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = set_active_provider(provider)
+    rollouts: list[list[ReadableSpan]] = []
+    try:
+        for task in tasks:
+            exporter.clear()
+            emit_reward(run_plan({**task, "span_sleep": 0.0}, operation, emit_reward))
+            rollouts.append(list(exporter.get_finished_spans()))
+    finally:
+        set_active_provider(previous)
+        provider.shutdown()
+    return rollouts
+
+
+def span_events(rollouts: list[list[ReadableSpan]], producer_id: str = "bench") -> list[NewEvent]:
+    """SpanAdded events for the recorded spans, stamped as rollout n / attempt n, sequence ids 1, 2, ..."""
+    return [span_added(span, f"ro-bench{n:06d}", f"at-bench{n:06d}", seq, producer_id)
+            for n, spans in enumerate(rollouts) for seq, span in enumerate(spans, start=1)]
+
+
+def _per_item_us(work: Callable[[], Any], items: int) -> float:
+    started = time.perf_counter()
+    work()
+    return (time.perf_counter() - started) / items * 1e6
+
+
+def _fold_all(kv: KeyValue, logged: list[LoggedEvent], batch: int = 500) -> None:
+    view = StoreView(kv, track_own=False)
+    for i in range(0, len(logged), batch):
+        view.apply_logged(logged[i:i + batch])
+
+
+def stage_costs(tasks: list[dict[str, Any]]) -> dict[str, float]:
+    """Microseconds per span for each stage, and the resulting spans/s of one core doing all of them."""
+    codec = AvroCodec.from_url(None)
+    rollouts = record_otel_spans(tasks)
+    count = sum(len(spans) for spans in rollouts)
+    events: list[NewEvent] = []
+    convert = _per_item_us(lambda: events.extend(span_events(rollouts)), count)
+    payloads: list[bytes] = []
+    encode = _per_item_us(lambda: payloads.extend(codec.encode(e.kind, e.record) for e in events), count)
+    decoded: list[Any] = []
+    decode = _per_item_us(lambda: decoded.extend(codec.decode(p) for p in payloads), count)
+    logged = [LoggedEvent(d.name, e.key, d.record, f"agl.bench.{Topic.SPANS.value}", 0, offset)
+              for offset, (d, e) in enumerate(zip(decoded, events, strict=True))]
+    fold = _per_item_us(lambda: _fold_all(DictKV(), logged), count)
+    folder = Path(tempfile.mkdtemp(prefix="agl-bench-stages-"))
+    try:
+        rocks = RocksKV(folder)
+        try:
+            rocksdb = _per_item_us(lambda: _fold_all(rocks, logged), count) - fold
+        finally:
+            rocks.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    costs = {"convert": convert, "encode": encode, "decode": decode, "fold": fold, "rocksdb": max(rocksdb, 0.0)}
+    figures = {f"stage_{name}_us": us for name, us in costs.items()}
+    figures["stage_spans"] = float(count)
+    figures["stage_one_core_spans_per_s"] = 1e6 / sum(costs.values())
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rollouts", type=int, default=PRESETS["medium"].rollouts)
+    args = parser.parse_args()
+    params = PRESETS["medium"].model_copy(update={"rollouts": args.rollouts})
+    figures = stage_costs(params.tasks())
+    for name, value in figures.items():
+        print(f"{name:32s} {value:12.1f}")
+    print(json.dumps({k: round(v, 2) for k, v in figures.items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The group committer's pipeline, on a log whose acknowledgements the test releases by hand (no Kafka)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.store.committer import Committer
+from agl_events.store.context import DecisionContext
+from agl_events.views.kv import DictKV
+from agl_events.views.store_view import StoreView
+
+
+class HeldLog:
+    """Appends are queued in call order and acknowledged (or failed) only when the test says so."""
+
+    def __init__(self) -> None:
+        self.appended: list[list[NewEvent]] = []
+        self.acks: list[asyncio.Future[list[LoggedEvent]]] = []
+        self.logged: list[list[LoggedEvent]] = []
+        self.offset = 0
+
+    def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
+        logged = []
+        for new in events:
+            logged.append(LoggedEvent(new.kind, new.key, new.record, new.topic.value, 0, self.offset))
+            self.offset += 1
+        ack: asyncio.Future[list[LoggedEvent]] = asyncio.get_running_loop().create_future()
+        ack.add_done_callback(lambda f: f.exception())  # failed acks are the test's business, not a warning
+        self.appended.append(list(events))
+        self.acks.append(ack)
+        self.logged.append(logged)
+        return ack
+
+    def release(self, index: int, error: Exception | None = None) -> None:
+        if error is None:
+            self.acks[index].set_result(self.logged[index])
+        else:
+            self.acks[index].set_exception(error)
+
+
+def publish(version: int) -> Callable[[DecisionContext], str | None]:
+    """A command that publishes resources and returns what it read before (the previous latest id)."""
+    def command(ctx: DecisionContext) -> str | None:
+        before = ctx.latest_resources_id()
+        ctx.emit("ResourcesPublished", f"rs-{version}",
+                 resources={"resources_id": f"rs-{version}", "version": version, "create_time": float(version),
+                            "update_time": float(version), "resources_json": "{}"})
+        return before
+
+    return command
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 2.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def _two_batches(committer: Committer, log: HeldLog) -> tuple[asyncio.Future[Any], asyncio.Future[Any]]:
+    """Publish 1, then publish 2 while the first is still unacknowledged (waits until both are appended)."""
+    first = asyncio.ensure_future(committer.run(publish(1)))
+    await _until(lambda: len(log.appended) == 1)
+    second = asyncio.ensure_future(committer.run(publish(2)))
+    await _until(lambda: len(log.appended) == 2)
+    return first, second
+
+
+async def test_next_batch_is_decided_on_top_of_the_one_in_flight_and_answers_in_order() -> None:
+    log, view = HeldLog(), StoreView(DictKV())
+    committer = Committer(log, view, "test", on_applied=lambda _: None)
+    try:
+        first, second = await _two_batches(committer, log)  # the second decided seeing the first's change
+        assert view.get("meta/latest_resources") is None  # nothing is in the view before its ack
+        log.release(1)
+        await asyncio.sleep(0.01)
+        assert not second.done()  # acknowledged, but answered only after the batch before it
+        log.release(0)
+        assert await first is None and await second == "rs-1"
+        assert view.get("meta/latest_resources") == "rs-2"
+    finally:
+        await committer.close()
+
+
+async def test_a_failed_append_fails_the_batches_decided_on_top_of_it_and_later_ones_start_clean() -> None:
+    log, view = HeldLog(), StoreView(DictKV())
+    committer = Committer(log, view, "test", on_applied=lambda _: None)
+    try:
+        first, second = await _two_batches(committer, log)
+        log.release(1)
+        log.release(0, RuntimeError("broker gone"))
+        with pytest.raises(RuntimeError, match="broker gone"):
+            await first
+        with pytest.raises(RuntimeError, match="broker gone"):
+            await second  # it was decided on a change that never happened
+        third = asyncio.ensure_future(committer.run(publish(3)))
+        await _until(lambda: len(log.appended) == 3)
+        log.release(2)
+        assert await third is None  # decided on the view, which has neither failed batch
+        assert view.get("meta/latest_resources") == "rs-3"
+    finally:
+        await committer.close()
+
+
+async def test_no_more_than_max_in_flight_batches_wait_for_acks() -> None:
+    log, view = HeldLog(), StoreView(DictKV())
+    committer = Committer(log, view, "test", on_applied=lambda _: None, max_in_flight=2)
+    try:
+        calls = []
+        for version in range(1, 4):
+            calls.append(asyncio.ensure_future(committer.run(publish(version))))
+            await asyncio.sleep(0.01)
+        assert len(log.appended) == 2  # the third waits for a slot
+        log.release(0)
+        await _until(lambda: len(log.appended) == 3)
+        log.release(1)
+        log.release(2)
+        assert [await c for c in calls] == [None, "rs-1", "rs-2"]
+    finally:
+        await committer.close()
