@@ -36,10 +36,12 @@ class StopWatcher:
             message = self._consumer.poll(0.2)
             if message is None or message.error() is not None:
                 continue
-            try:
+            try:  # the topic mostly carries worker heartbeats: skip those without decoding them
+                if self._codec.kind_of(message.value() or b"") != "RunnersStopRequested":
+                    continue
                 decoded = self._codec.decode(message.value() or b"")
             except CodecError:
                 continue
-            if decoded.name == "RunnersStopRequested" and decoded.record["worker_id"] in (None, self._runner_id):
+            if decoded.record["worker_id"] in (None, self._runner_id):
                 self._stop.set()
         self._consumer.close()

@@ -70,7 +70,8 @@ class Runner:
         """Run until stopped (stop event, SIGTERM or max_rollouts); returns how many rollouts ran."""
         cfg, settings = self.config, self.config.settings
         codec = AvroCodec.from_url(settings.schema_registry_url)
-        writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id)
+        writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
+                             **{"linger.ms": 50})
         tracer = KafkaTracer(writer)
         queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id)
         StopWatcher(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, self.stop)
@@ -112,13 +113,16 @@ class Runner:
         if claimed is None:
             return  # taken over REST or by another runner, or cancelled: nothing to do
         loop = asyncio.get_running_loop()
+        stepping: list[asyncio.Future[None]] = []
         step_aside = loop.call_later(self.config.step_aside_after,
-                                     lambda: loop.run_in_executor(None, queue.step_aside))
+                                     lambda: stepping.append(loop.run_in_executor(None, queue.step_aside)))
         try:
             await self._run_rollout(claimed, client, tracer)
         finally:
             step_aside.cancel()
-            await asyncio.to_thread(queue.rejoin)
+            if stepping:  # only a long rollout stepped aside; most rollouts skip the thread hop
+                await stepping[0]
+                await asyncio.to_thread(queue.rejoin)
 
     async def _resolve(self, client: StoreClient, resources_id: str | None) -> ResourcesUpdate | None:
         """Resources by id, fetched once per id (the claim names them, so a runner fetches only on change)."""
