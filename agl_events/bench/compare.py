@@ -213,6 +213,12 @@ def render(summary: dict[str, Any], console: Console) -> None:
     table.add_row("cores busy (ours)", f"{summary['cpu_busy_fraction']:.0%}", "", "")
     stages = ", ".join(f"{k[6:-3]} {v:.0f}" for k, v in summary.items() if k.startswith("stage_") and k.endswith("_us"))
     table.add_row("one span, µs per stage (one core)", stages, "", "")
+    if "history_spans" in summary:
+        for who, rss, rate in (("store", "store_rss_mb_after_rebuild", "rebuild_spans_per_s"),
+                               ("processor", "processor_rss_mb_after_rebuild", "processor_spans_per_s")):
+            if rss in summary:
+                table.add_row(f"{who} peak RSS rebuilding {summary['history_spans']:,} spans",
+                              f"{fmt(summary[rss])} MB ({fmt(summary[rate])} spans/s)", "", "")
     console.print(table)
 
 
@@ -251,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {k: getattr(args, k) for k in WorkloadParams.model_fields if getattr(args, k) is not None}
     params = WorkloadParams.model_validate({**PRESETS[args.preset].model_dump(), **overrides})
     summary = run(Settings.from_env(), params, args.venv, args.raw_messages)
-    render(summary, Console())
+    render(summary, Console(width=max(Console().width, 110)))
     print(json.dumps(summary), flush=True)
 
 

@@ -1,12 +1,13 @@
-"""Store memory as the history grows: peak RSS of a store server that rebuilds its view from N spans.
+"""Memory as the history grows: peak RSS of a store server and of a view processor rebuilding N spans.
 
-    python -m agl_events.bench.history [--spans 1000000] [--spans-per-rollout 1000]
+    python -m agl_events.bench.history [--spans 1000000] [--spans-per-rollout 1000] [--no-processor]
 
 N SpanAdded events (the workload's own spans, re-stamped with fresh rollout/attempt/sequence ids and
 encoded as the tracer encodes them) are produced to a throwaway experiment; then `agl-events store` starts
 on it with an empty view folder, so every span passes through its fold (the worst case: a rebuild from
-offset 0). The figures are the server's peak RSS (VmHWM) once it answers, and the rebuild rate. RocksDB
-keeps the view on disk, so memory should stay flat as N grows; this is what checks it.
+offset 0), and after it one `agl-events processor` worker does the same. The figures are each process's
+peak RSS (VmHWM) once it has folded everything, and its rebuild rate. RocksDB keeps the views on disk, so
+memory should stay bounded as N grows; this is what checks it.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def rebuild_rss(settings: Settings, experiment: str, timeout: float = 1800) -> d
     port, views = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-"))
     env = {**os.environ, "AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
            "AGL_HOME": str(views)}
-    server = subprocess.Popen([sys.executable, "-m", "agl_events.cli.main", "store", "--port", str(port)], env=env,
+    server = subprocess.Popen([sys.executable, "-m", "agl_events", "store", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.perf_counter()
     try:
@@ -105,26 +106,62 @@ def rebuild_rss(settings: Settings, experiment: str, timeout: float = 1800) -> d
         shutil.rmtree(views, ignore_errors=True)
 
 
-def measure(settings: Settings, spans: int, per_rollout: int) -> dict[str, Any]:
+def processor_rss(settings: Settings, experiment: str, spans: int, timeout: float = 3600) -> dict[str, float]:
+    """Start a processor worker on `experiment` with an empty data folder; peak RSS once its span views
+    hold all `spans` (their next offsets add up to it: the span topic holds nothing else)."""
+    port, data = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-processor-"))
+    env = {**os.environ, "AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers}
+    worker = subprocess.Popen([sys.executable, "-m", "agl_events", "processor", "--data-dir", str(data),
+                               "--web-port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spans_topic = topic_name(experiment, Topic.SPANS)
+    started = time.perf_counter()
+    try:
+        with Progress(transient=True) as progress:
+            bar = progress.add_task("processor rebuilding", total=spans)
+            while True:
+                if time.perf_counter() - started > timeout or worker.poll() is not None:
+                    raise RuntimeError("the processor did not fold the history")
+                try:
+                    stats = httpx.get(f"http://127.0.0.1:{port}/views/stats", timeout=10).json()
+                except (httpx.TransportError, ValueError):
+                    stats = {"partitions": []}
+                folded = sum(p["next_offset"] for p in stats["partitions"] if p["topic"] == spans_topic)
+                progress.update(bar, completed=folded)
+                if folded >= spans:
+                    break
+                time.sleep(1.0)
+        seconds = time.perf_counter() - started
+        return {"processor_rebuild_seconds": seconds, "processor_rss_mb_after_rebuild": _peak_rss_mb(worker.pid)}
+    finally:
+        worker.terminate()
+        worker.wait(60)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def measure(settings: Settings, spans: int, per_rollout: int = 1000, processor: bool = True) -> dict[str, Any]:
     bootstrap = ensure_broker(settings)
     settings = settings.model_copy(update={"bootstrap": bootstrap})
     experiment = f"bench-history-{uuid.uuid4().hex[:8]}"
     create_topics(make_admin(bootstrap), experiment)
     try:
         produce_seconds = produce_history(bootstrap, experiment, spans, per_rollout)
-        figures = rebuild_rss(settings, experiment)
+        figures: dict[str, Any] = rebuild_rss(settings, experiment)
+        figures["rebuild_spans_per_s"] = spans / figures["rebuild_seconds"]
+        if processor:
+            figures.update(processor_rss(settings, experiment, spans))
+            figures["processor_spans_per_s"] = spans / figures["processor_rebuild_seconds"]
     finally:
         delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
-    return {"history_spans": spans, "history_produce_seconds": produce_seconds, **figures,
-            "rebuild_spans_per_s": spans / figures["rebuild_seconds"]}
+    return {"history_spans": spans, "history_produce_seconds": produce_seconds, **figures}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--spans-per-rollout", type=int, default=1000)
+    parser.add_argument("--no-processor", action="store_true", help="measure the store server only")
     args = parser.parse_args()
-    figures = measure(Settings.from_env(), args.spans, args.spans_per_rollout)
+    figures = measure(Settings.from_env(), args.spans, args.spans_per_rollout, processor=not args.no_processor)
     for name, value in figures.items():
         print(f"{name:32s} {value:14,.1f}")
     print(json.dumps({k: round(v, 2) for k, v in figures.items()}))

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from agl_events.bench import history
 from agl_events.bench.compare import render, run
 from agl_events.bench.workload import PRESETS, WorkloadParams
 from agl_events.cli.context import settings
@@ -28,6 +29,9 @@ def bench(
     seed: Annotated[int | None, typer.Option(help="Seed of the rollouts' shapes (same on both sides).")] = None,
     venv: Annotated[Path | None, typer.Option(help="Agent Lightning's venv (default: <home>/bench-venv).")] = None,
     raw_messages: Annotated[int | None, typer.Option(min=1, help="Records sent by the raw producer loop.")] = None,
+    history_spans: Annotated[int, typer.Option(
+        min=0, help="Also measure the store's peak RSS while it rebuilds its view from a history of this many "
+                    "spans (1000000 for the reference figure: several minutes).")] = 0,
 ) -> None:
     """Run the same store workload on agl-events and on Agent Lightning 0.3.0; the last line is JSON."""
     if preset not in PRESETS:
@@ -36,6 +40,10 @@ def bench(
              "span_sleep": span_sleep, "reward_p": reward_p, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
     params = WorkloadParams.model_validate({**PRESETS[preset].model_dump(), **overrides})
-    summary = run(settings(ctx), params, venv, raw_messages)
-    render(summary, Console())
+    cfg = settings(ctx)
+    summary = run(cfg, params, venv, raw_messages)
+    if history_spans:
+        Console(stderr=True).print(f"[bold]history[/bold]: rebuilding a store from {history_spans:,} spans…")
+        summary.update({k: round(v, 3) for k, v in history.measure(cfg, history_spans).items()})
+    render(summary, Console(width=max(Console().width, 110)))
     print(json.dumps(summary), flush=True)

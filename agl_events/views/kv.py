@@ -51,6 +51,10 @@ class DictKV:
         self._data.clear()
 
 
+#: RocksDB memtable size per view (see RocksKV).
+WRITE_BUFFER_BYTES = 16 * 1024 * 1024
+
+
 class RocksKV:
     """RocksDB through rocksdict in raw mode: bytes keys sort as the key space in `reducers.keys` expects."""
 
@@ -58,6 +62,9 @@ class RocksKV:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        # A view is rebuilt by streaming the log through it: RocksDB's default 64 MB memtables made the
+        # store's memory grow with the history; 16 MB flush sooner at no measurable cost in fold speed.
+        options.set_write_buffer_size(WRITE_BUFFER_BYTES)
         self._db = Rdict(str(path), options)
 
     def get(self, key: str) -> Any:
