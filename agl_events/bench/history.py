@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,63 +81,68 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def rebuild_rss(settings: Settings, experiment: str, timeout: float = 1800) -> dict[str, float]:
+@contextmanager
+def _agl_events(args: list[str], env: dict[str, str], folder: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m agl_events ARGS` in the background; stopped, and its data folder removed, on exit."""
+    process = subprocess.Popen([sys.executable, "-m", "agl_events", *args], env={**os.environ, **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.wait(60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_until(done: Callable[[], bool], process: subprocess.Popen[bytes], timeout: float, what: str) -> float:
+    """Seconds until `done()`; RuntimeError if `process` exits or `timeout` passes first."""
+    started = time.perf_counter()
+    while not done():
+        if time.perf_counter() - started > timeout or process.poll() is not None:
+            raise RuntimeError(f"{what} did not fold the history")
+        time.sleep(0.5)
+    return time.perf_counter() - started
+
+
+def rebuild_rss(settings: Settings, experiment: str, timeout: float = 3600) -> dict[str, float]:
     """Start a store server on `experiment` with an empty view; peak RSS once it has folded everything."""
     port, views = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-"))
-    env = {**os.environ, "AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
-           "AGL_HOME": str(views)}
-    server = subprocess.Popen([sys.executable, "-m", "agl_events", "store", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    started = time.perf_counter()
-    try:
-        deadline = started + timeout
-        while True:  # the first request opens the experiment: it answers once the view has caught up
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/v1/agl/rollouts", params={"limit": 1}, timeout=timeout
-                          ).raise_for_status()
-                break
-            except httpx.TransportError:
-                if time.perf_counter() > deadline or server.poll() is not None:
-                    raise RuntimeError("the store server did not come up") from None
-                time.sleep(0.2)
-        seconds = time.perf_counter() - started
+    env = {"AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers, "AGL_HOME": str(views)}
+
+    def answered() -> bool:  # the first request opens the experiment: it answers once the view caught up
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/agl/rollouts", params={"limit": 1}, timeout=timeout
+                      ).raise_for_status()
+        except httpx.TransportError:
+            return False
+        return True
+
+    with _agl_events(["store", "--port", str(port)], env, views) as server:
+        seconds = _wait_until(answered, server, timeout, "the store server")
         return {"rebuild_seconds": seconds, "store_rss_mb_after_rebuild": _peak_rss_mb(server.pid)}
-    finally:
-        server.terminate()
-        server.wait(30)
-        shutil.rmtree(views, ignore_errors=True)
 
 
 def processor_rss(settings: Settings, experiment: str, spans: int, timeout: float = 3600) -> dict[str, float]:
     """Start a processor worker on `experiment` with an empty data folder; peak RSS once its span views
     hold all `spans` (their next offsets add up to it: the span topic holds nothing else)."""
     port, data = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-processor-"))
-    env = {**os.environ, "AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers}
-    worker = subprocess.Popen([sys.executable, "-m", "agl_events", "processor", "--data-dir", str(data),
-                               "--web-port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {"AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers}
     spans_topic = topic_name(experiment, Topic.SPANS)
-    started = time.perf_counter()
-    try:
-        with Progress(transient=True) as progress:
-            bar = progress.add_task("processor rebuilding", total=spans)
-            while True:
-                if time.perf_counter() - started > timeout or worker.poll() is not None:
-                    raise RuntimeError("the processor did not fold the history")
-                try:
-                    stats = httpx.get(f"http://127.0.0.1:{port}/views/stats", timeout=10).json()
-                except (httpx.TransportError, ValueError):
-                    stats = {"partitions": []}
-                folded = sum(p["next_offset"] for p in stats["partitions"] if p["topic"] == spans_topic)
-                progress.update(bar, completed=folded)
-                if folded >= spans:
-                    break
-                time.sleep(1.0)
-        seconds = time.perf_counter() - started
+    with Progress(transient=True) as progress, \
+            _agl_events(["processor", "--data-dir", str(data), "--web-port", str(port)], env, data) as worker:
+        bar = progress.add_task("processor rebuilding", total=spans)
+
+        def folded_all() -> bool:
+            try:
+                stats = httpx.get(f"http://127.0.0.1:{port}/views/stats", timeout=10).json()
+            except (httpx.TransportError, ValueError):
+                return False
+            folded = sum(p["next_offset"] for p in stats["partitions"] if p["topic"] == spans_topic)
+            progress.update(bar, completed=folded)
+            return bool(folded >= spans)
+
+        seconds = _wait_until(folded_all, worker, timeout, "the processor")
         return {"processor_rebuild_seconds": seconds, "processor_rss_mb_after_rebuild": _peak_rss_mb(worker.pid)}
-    finally:
-        worker.terminate()
-        worker.wait(60)
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def measure(settings: Settings, spans: int, per_rollout: int = 1000, processor: bool = True) -> dict[str, Any]:
