@@ -26,6 +26,7 @@ class Topic(StrEnum):
     RESOURCES = "resources"
     WORKERS = "workers"
     TASKS = "tasks"
+    CONTROL = "control"
     DLQ = "dlq"
 
 
@@ -68,6 +69,10 @@ LAYOUT: tuple[TopicSpec, ...] = (
     TopicSpec(topic=Topic.TASKS, key="rollout_id", partitions=6,
               config={"cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
               why="dispatched attempts for runners (a consumer group); work, not history"),
+    TopicSpec(topic=Topic.CONTROL, key="worker_id (or * for all)", partitions=1,
+              config={"cleanup.policy": "delete", "retention.ms": str(DAY_MS)},
+              why="requests to runners (stop); apart from the workers topic so that every runner reads only "
+                  "these, not every worker's liveness events"),
     TopicSpec(topic=Topic.DLQ, key="source topic/partition/offset", partitions=1,
               config={"cleanup.policy": "delete", "retention.ms": str(30 * DAY_MS)},
               why="undecodable records, kept a month for inspection with their origin in headers"),
@@ -90,7 +95,7 @@ EVENT_TOPIC: dict[str, Topic] = {
     "ResourcesUpdated": Topic.RESOURCES,
     "WorkerHeartbeat": Topic.WORKERS,
     "WorkerStatusChanged": Topic.WORKERS,
-    "RunnersStopRequested": Topic.WORKERS,
+    "RunnersStopRequested": Topic.CONTROL,
     "TaskDispatched": Topic.TASKS,
 }
 

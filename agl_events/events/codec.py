@@ -107,11 +107,6 @@ class AvroCodec:
             raise CorruptRecordError(f"cannot decode {writer.name} record: {exc!r}") from exc
         return Decoded(writer.name, record)  # type: ignore[arg-type]
 
-    def kind_of(self, data: bytes) -> str:
-        """The event kind a framed record holds, read from its frame alone: a reader interested in one kind
-        skips the others without decoding them. Raises like `decode` on a frame it cannot place."""
-        return self._writer_of(bytes(data))[0].name
-
     def _header(self, schema: EventSchema) -> bytes:
         if self._registry is None:
             return SINGLE_OBJECT_MARKER + schema.fingerprint

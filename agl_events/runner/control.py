@@ -1,4 +1,4 @@
-"""Cooperative stop: a RunnersStopRequested event on the workers topic reaches every runner."""
+"""Cooperative stop: a RunnersStopRequested event on the control topic reaches every runner."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def stop_request(producer_id: str, time: float, worker_id: str | None = None, re
 
 
 class StopWatcher:
-    """Follows the workers topic from its end (only requests made after the runner started count)."""
+    """Follows the control topic from its end (only requests made after the runner started count)."""
 
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, runner_id: str,
                  stop: threading.Event) -> None:
@@ -25,7 +25,7 @@ class StopWatcher:
         self._stop = stop
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"agl-stop-{runner_id}",
                                    "enable.auto.commit": False})
-        topic = topic_name(experiment, Topic.WORKERS)
+        topic = topic_name(experiment, Topic.CONTROL)
         partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
         self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
         self._thread = threading.Thread(target=self._watch, name=f"{runner_id}-stop", daemon=True)
@@ -36,12 +36,10 @@ class StopWatcher:
             message = self._consumer.poll(0.2)
             if message is None or message.error() is not None:
                 continue
-            try:  # the topic mostly carries worker heartbeats: skip those without decoding them
-                if self._codec.kind_of(message.value() or b"") != "RunnersStopRequested":
-                    continue
+            try:
                 decoded = self._codec.decode(message.value() or b"")
             except CodecError:
                 continue
-            if decoded.record["worker_id"] in (None, self._runner_id):
+            if decoded.name == "RunnersStopRequested" and decoded.record["worker_id"] in (None, self._runner_id):
                 self._stop.set()
         self._consumer.close()

@@ -54,9 +54,8 @@ def test_every_schema_round_trips(schema: EventSchema, richest: bool) -> None:
     record = {f["name"]: sample(f["type"], richest=richest) for f in schema.schema["fields"]}
     record = json.loads(json.dumps(record, default=list))  # plain JSON types, as callers hold them
     codec = AvroCodec(SCHEMAS)
-    encoded = codec.encode(schema.name, record)
-    decoded = codec.decode(encoded)
-    assert decoded.name == schema.name == codec.kind_of(encoded)
+    decoded = codec.decode(codec.encode(schema.name, record))
+    assert decoded.name == schema.name
     assert decoded.record == record
 
 
@@ -98,9 +97,6 @@ def _valid_bytes() -> bytes:
 def test_corrupt_records_raise_typed_errors(mangle: Any, error: type[CodecError]) -> None:
     with pytest.raises(error):
         AvroCodec(SCHEMAS).decode(mangle(_valid_bytes()))
-    if error is UnknownSchemaError:  # the frame alone names no known schema
-        with pytest.raises(error):
-            AvroCodec(SCHEMAS).kind_of(mangle(_valid_bytes()))
 
 
 def test_encoding_a_record_that_breaks_its_schema_is_a_codec_error() -> None:
