@@ -1,7 +1,8 @@
 """A small async client of the agl-events store server, for our runners and CLI.
 
 Agent Lightning's own `LightningStoreClient` works against the server too; this one adds the runner
-extension (`claim`), turns connection failures into one clear error, and pulls in no agentlightning.
+extensions (`claim`, `finish_attempt`), turns connection failures into one clear error, and pulls in no
+agentlightning.
 """
 
 from __future__ import annotations
