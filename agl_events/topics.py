@@ -1,4 +1,4 @@
-"""The topic layout of an experiment, and its idempotent creation through the AdminClient.
+"""The topic layout of an experiment: names, partitions, retention and why. Pure: creating them is `log.admin`.
 
 Every topic of experiment `exp` is named `agl.<exp>.<suffix>`. Per-rollout ordering is what the
 reducers rely on, so everything about a rollout is keyed by its rollout id and lands in one partition.
@@ -6,11 +6,8 @@ reducers rely on, so everything about a rollout is keyed by its rollout id and l
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import BaseModel
 
 FOREVER = "-1"
@@ -78,71 +75,6 @@ LAYOUT: tuple[TopicSpec, ...] = (
               why="undecodable records, kept a month for inspection with their origin in headers"),
 )
 
-
-#: Which topic each event kind is appended to. Kinds that concern a rollout are keyed by its id.
-EVENT_TOPIC: dict[str, Topic] = {
-    "RolloutEnqueued": Topic.ROLLOUTS,
-    "RolloutStarted": Topic.ROLLOUTS,
-    "RolloutUpdated": Topic.ROLLOUTS,
-    "RolloutStatusChanged": Topic.ROLLOUTS,
-    "AttemptCreated": Topic.ATTEMPTS,
-    "AttemptStatusChanged": Topic.ATTEMPTS,
-    "AttemptUpdated": Topic.ATTEMPTS,
-    "AttemptHeartbeat": Topic.ATTEMPTS,
-    "SpanAdded": Topic.SPANS,
-    "SpanSequenceReserved": Topic.SPANS,
-    "ResourcesPublished": Topic.RESOURCES,
-    "ResourcesUpdated": Topic.RESOURCES,
-    "WorkerHeartbeat": Topic.WORKERS,
-    "WorkerStatusChanged": Topic.WORKERS,
-    "RunnersStopRequested": Topic.CONTROL,
-    "TaskDispatched": Topic.TASKS,
-}
-
-
-def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0) -> dict[str, str]:
-    """Create every topic of the experiment that does not exist yet; returns topic -> 'created'|'exists'."""
-    existing = set(admin.list_topics(timeout=timeout).topics)
-    wanted = [spec for spec in LAYOUT if spec.name(experiment) not in existing]
-    result = {spec.name(experiment): "exists" for spec in LAYOUT if spec.name(experiment) in existing}
-    if not wanted:
-        return result
-    futures = admin.create_topics(
-        [NewTopic(spec.name(experiment), num_partitions=spec.partitions, replication_factor=-1,
-                  config=spec.config) for spec in wanted],
-        operation_timeout=timeout,
-        request_timeout=timeout,
-    )
-    for name, future in futures.items():
-        try:
-            future.result()
-            result[name] = "created"
-        except KafkaException as exc:
-            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won the race
-                raise
-            result[name] = "exists"
-    wait_for_leaders(admin, [spec.name(experiment) for spec in wanted], timeout)
-    return result
-
-
-def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
-    """Block until every partition of `topics` has a leader: a new topic answers NOT_LEADER for a moment."""
-    deadline = time.monotonic() + timeout
-    while True:
-        meta = admin.list_topics(timeout=timeout).topics
-        pending = [t for t in topics if t not in meta or meta[t].error is not None
-                   or any(p.leader < 0 for p in meta[t].partitions.values())]
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topics without a leader after {timeout}s: {', '.join(pending)}")
-        time.sleep(0.1)
-
-
-def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> list[str]:
-    """Delete every topic whose name starts with `prefix` (tests clean up their experiments with it)."""
-    names = [t for t in admin.list_topics(timeout=timeout).topics if t.startswith(prefix)]
-    if names:
-        for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
-            future.result()
-    return names
+#: The topics the store's view (and the processor's views) fold: those of the folded event kinds
+#: (`events.kinds`; a test checks they agree).
+VIEW_TOPICS: tuple[Topic, ...] = (Topic.ROLLOUTS, Topic.ATTEMPTS, Topic.SPANS, Topic.RESOURCES, Topic.WORKERS)

@@ -24,8 +24,7 @@ from agl_events.log.dead_letters import dead_letter_to
 from agl_events.log.reader import DeadLetter
 from agl_events.log.records import LoggedEvent
 from agl_events.log.writer import EventWriter
-from agl_events.store.kafka import VIEW_TOPICS
-from agl_events.topics import topic_name
+from agl_events.topics import VIEW_TOPICS, topic_name
 from processors.partition_views import PartitionViews, Position
 
 log = logging.getLogger(__name__)

@@ -34,9 +34,10 @@ from faust.web import Request, Response, View
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
+from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.reducers import keys
-from agl_events.topics import Topic, create_topics, topic_name
+from agl_events.topics import Topic, topic_name
 from processors.context import ProcessorContext, RawRecord, build_context, fold_records
 from processors.partition_views import PartitionViews, partition_of, summed_counts
 
@@ -209,13 +210,12 @@ def stats_payload(ctx: ProcessorContext) -> dict[str, Any]:
 
 
 def run_worker(settings: Settings, data_dir: Path, web_port: int = 6066, loglevel: str = "warning") -> None:
-    """Start the broker if it is the local one, create the topics (idempotent), run a worker until stopped.
+    """Create the topics (idempotent) on `settings.bootstrap_servers`, run a worker until stopped.
 
     Runs in the foreground; SIGINT/SIGTERM (Ctrl-C) stop it cleanly: streams drain, offsets are
     committed, the group is left, views are closed. Raises SystemExit when done, as faust workers do.
     """
-    bootstrap = ensure_broker(settings)
-    create_topics(make_admin(bootstrap), settings.experiment)
+    create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
     data_dir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings, data_dir, web_port)
     worker = faust.Worker(app, loglevel=loglevel, quiet=loglevel.lower() not in ("info", "debug"))
@@ -233,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--loglevel", default="warning")
     args = parser.parse_args(argv)
     settings = Settings.from_env(experiment=args.experiment, bootstrap=args.bootstrap)
+    settings = settings.model_copy(update={"bootstrap": ensure_broker(settings)})  # a command may start it
     data_dir = args.data_dir or default_data_dir(settings)
     run_worker(settings, data_dir, args.web_port, args.loglevel)
 

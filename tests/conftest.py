@@ -13,8 +13,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # agentlightning'
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
+from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin
-from agl_events.topics import delete_topics
 
 
 @pytest.fixture(scope="session")

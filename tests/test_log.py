@@ -8,12 +8,13 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_to
 from agl_events.log.reader import EventReader
 from agl_events.log.records import event
 from agl_events.log.writer import EventWriter
-from agl_events.topics import LAYOUT, Topic, create_topics, topic_name
+from agl_events.topics import LAYOUT, Topic, topic_name
 from tests.events.sample import sample
 
 

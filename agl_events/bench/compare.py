@@ -41,12 +41,12 @@ from agl_events.bench.store_latency import percentile
 from agl_events.bench.workload import PRESETS, WorkloadParams, workload_agent
 from agl_events.broker.local import LocalBroker, ensure_broker
 from agl_events.config import Settings
+from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
 from agl_events.server.embedded import embedded_store_server
 from agl_events.store.kafka import KafkaLightningStore
-from agl_events.topics import delete_topics
 from agl_events.types import EnqueueRolloutRequest
 
 #: The JSON keys every run reports (the issue's contract; tests check them).

@@ -35,9 +35,10 @@ from agl_events.bench.workload import PRESETS
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topics, delete_topics
 from agl_events.log.clients import make_admin, make_producer
 from agl_events.log.records import new_event_id
-from agl_events.topics import Topic, create_topics, delete_topics, topic_name
+from agl_events.topics import Topic, topic_name
 
 
 def produce_history(bootstrap: str, experiment: str, spans: int, per_rollout: int) -> float:

@@ -24,9 +24,9 @@ from confluent_kafka.admin import NewTopic
 from agl_events.bench.store_latency import percentile
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
+from agl_events.log.admin import wait_for_leaders
 from agl_events.log.clients import make_admin
 from agl_events.runner.tasks import configure_share_group
-from agl_events.topics import wait_for_leaders
 
 
 def _topic_with_tasks(bootstrap: str, tasks: int, partitions: int) -> tuple[str, dict[int, float]]:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
 
 
@@ -32,4 +33,5 @@ def processor(
     from processors.views import default_data_dir, run_worker  # faust is heavy: import only to run
 
     cfg = settings(ctx)
+    cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     run_worker(cfg, data_dir or default_data_dir(cfg), web_port, loglevel)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
 from agl_events.server.app import DEFAULT_PORT, create_app, serve
 from agl_events.store.base import LightningStore
@@ -25,6 +26,7 @@ def store(
 ) -> None:
     """Serve every experiment: the default one at the root, others under /experiments/<name>."""
     cfg = settings(ctx)
+    cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     views_root = views or cfg.home / "views"
 
     async def store_for(experiment: str) -> LightningStore:

@@ -8,8 +8,9 @@ from rich.table import Table
 
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
+from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
-from agl_events.topics import LAYOUT, create_topics
+from agl_events.topics import LAYOUT
 
 topics_app = typer.Typer(help="Create and describe the experiment's topics.", no_args_is_help=True)
 console = Console()

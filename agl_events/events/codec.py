@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
+from agl_events.events.kinds import KINDS
 from agl_events.events.schemas import EventSchema, EventSchemas, load_event_schemas
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
@@ -91,6 +92,8 @@ class AvroCodec:
             raise CorruptRecordError(f"expected bytes, got {type(data).__name__}")
         data = bytes(data)
         writer, offset = self._writer_of(data)
+        if writer.name not in KINDS:  # e.g. another application's schema id in a shared registry
+            raise UnknownSchemaError(f"schema {writer.name!r} is not an event kind of agl-events")
         reader = self.schemas.by_name.get(writer.name, writer)
         try:
             body = io.BytesIO(data[offset:])

@@ -10,20 +10,14 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.log.clients import make_consumer
-from agl_events.log.records import LoggedEvent
+from agl_events.log.records import LoggedEvent, Position, reached
 from agl_events.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
 
-Position = tuple[str, int]  # (topic, partition)
 _TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
               KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT}
 DeadLetter = Callable[[Message, CodecError], None]
-
-
-def reached(positions: Mapping[Position, int], targets: Mapping[Position, int]) -> bool:
-    """Whether `positions` (next offsets to read) are at or past every target offset."""
-    return all(positions.get(pos, 0) >= end for pos, end in targets.items())
 
 
 class EventReader:
@@ -36,6 +30,7 @@ class EventReader:
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, topics: Iterable[Topic],
                  dead_letter: DeadLetter | None = None, **consumer_overrides: object) -> None:
         self.codec = codec
+        self.experiment = experiment
         self.topics = [topic_name(experiment, t) for t in topics]
         self._dead_letter = dead_letter
         self._consumer = make_consumer(bootstrap, None, **consumer_overrides)
@@ -44,6 +39,9 @@ class EventReader:
         self._meta = make_consumer(bootstrap, None)
         self._positions: dict[Position, int] = {}
         self.dead_lettered = 0
+
+    def name_of(self, topic: Topic) -> str:
+        return topic_name(self.experiment, topic)
 
     def partitions(self, timeout: float = 10.0) -> list[Position]:
         meta = self._consumer.list_topics(timeout=timeout)
@@ -86,12 +84,24 @@ class EventReader:
         return dict(self._positions)
 
     def poll(self, max_records: int = 1000, timeout: float = 0.1) -> list[LoggedEvent]:
-        """Up to `max_records` decoded events; undecodable ones go to the dead-letter handler."""
+        """Up to `max_records` decoded events, waiting at most `timeout` for the first and never for more;
+        undecodable ones go to the dead-letter handler.
+
+        `consume(n, timeout)` alone would wait out its whole timeout whenever fewer than n records come: a
+        short timeout then spins while idle, a long one delays every reader of the fold. So: one blocking
+        `poll` for the first message, then whatever is already fetched, without waiting.
+        """
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
         out: list[LoggedEvent] = []
-        for msg in self._consumer.consume(max_records, timeout):
+        for msg in [first, *self._consumer.consume(max_records - 1, 0)] if max_records > 1 else [first]:
             error = msg.error()
             if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
+                if error.code() == KafkaError._PARTITION_EOF:  # the end, even past offsets with no record
+                    position = (msg.topic() or "", msg.partition() or 0)
+                    self._positions[position] = max(self._positions.get(position, 0), msg.offset() or 0)
+                else:
                     log.warning("consumer error: %s", error)
                 continue
             topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0

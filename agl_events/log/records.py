@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agl_events.topics import EVENT_TOPIC, Topic
+from agl_events.events.kinds import spec
+from agl_events.topics import Topic
 
 
 def new_event_id() -> str:
@@ -23,7 +25,7 @@ class NewEvent:
 
     @property
     def topic(self) -> Topic:
-        return EVENT_TOPIC[self.kind]
+        return spec(self.kind).topic
 
 
 def event(kind: str, key: str, time: float, producer_id: str, **fields: Any) -> NewEvent:
@@ -42,3 +44,11 @@ class LoggedEvent:
     partition: int
     offset: int
     headers: dict[str, bytes] = field(default_factory=dict)
+
+
+Position = tuple[str, int]  # (topic, partition)
+
+
+def reached(positions: Mapping[Position, int], targets: Mapping[Position, int]) -> bool:
+    """Whether `positions` (next offsets to read) are at or past every target offset."""
+    return all(positions.get(pos, 0) >= end for pos, end in targets.items())

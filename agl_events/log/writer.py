@@ -111,9 +111,9 @@ class EventWriter:
     def flush(self, timeout: float = 30.0) -> None:
         self._producer.flush(timeout)
 
-    def close(self) -> None:
-        """Flush what is pending, then stop the poll thread."""
-        self._producer.flush(30.0)
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush what is pending (at most `timeout` seconds), then stop the poll thread."""
+        self._producer.flush(timeout)
         self._closed.set()
         self._poller.join(timeout=5)
 

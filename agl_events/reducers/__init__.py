@@ -10,36 +10,41 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agl_events.events.kinds import KINDS, Kind, UnknownEventKind
 from agl_events.reducers import attempts, resources, rollouts, spans, workers
 from agl_events.reducers.changes import Changes, Pending, Read
 
 Reducer = Callable[[Pending, dict[str, Any]], None]
 
 REDUCERS: dict[str, Reducer] = {
-    "RolloutEnqueued": rollouts.rollout_enqueued,
-    "RolloutStarted": rollouts.rollout_started,
-    "RolloutUpdated": rollouts.rollout_updated,
-    "RolloutStatusChanged": rollouts.rollout_status_changed,
-    "AttemptCreated": attempts.attempt_created,
-    "AttemptUpdated": attempts.attempt_updated,
-    "AttemptStatusChanged": attempts.attempt_status_changed,
-    "AttemptHeartbeat": attempts.attempt_heartbeat,
-    "SpanAdded": spans.span_added,
-    "SpanSequenceReserved": spans.span_sequence_reserved,
-    "ResourcesPublished": resources.resources_published,
-    "ResourcesUpdated": resources.resources_updated,
-    "WorkerHeartbeat": workers.worker_heartbeat,
-    "WorkerStatusChanged": workers.worker_status_changed,
+    Kind.ROLLOUT_ENQUEUED: rollouts.rollout_enqueued,
+    Kind.ROLLOUT_STARTED: rollouts.rollout_started,
+    Kind.ROLLOUT_UPDATED: rollouts.rollout_updated,
+    Kind.ROLLOUT_STATUS_CHANGED: rollouts.rollout_status_changed,
+    Kind.ATTEMPT_CREATED: attempts.attempt_created,
+    Kind.ATTEMPT_UPDATED: attempts.attempt_updated,
+    Kind.ATTEMPT_STATUS_CHANGED: attempts.attempt_status_changed,
+    Kind.ATTEMPT_HEARTBEAT: attempts.attempt_heartbeat,
+    Kind.SPAN_ADDED: spans.span_added,
+    Kind.SPAN_SEQUENCE_RESERVED: spans.span_sequence_reserved,
+    Kind.RESOURCES_PUBLISHED: resources.resources_published,
+    Kind.RESOURCES_UPDATED: resources.resources_updated,
+    Kind.WORKER_HEARTBEAT: workers.worker_heartbeat,
+    Kind.WORKER_STATUS_CHANGED: workers.worker_status_changed,
 }
 
 
 def reduce(read: Read, kind: str, record: dict[str, Any]) -> Changes:
-    """The changes event `kind` makes to the view; kinds without a reducer (TaskDispatched) change nothing."""
+    """The changes event `kind` makes to the view. Kinds the registry marks unfolded (TaskDispatched) change
+    nothing; a kind the registry does not know raises UnknownEventKind: skipping it would silently leave the
+    view short of what the log holds (the processor dead-letters such events)."""
     pending = Pending(read)
     reducer = REDUCERS.get(kind)
     if reducer is not None:
         reducer(pending, record)
+    elif kind not in KINDS:
+        raise UnknownEventKind(f"no reducer and no registry entry for event kind {kind!r}")
     return pending.changes
 
 
-__all__ = ["REDUCERS", "Changes", "Read", "reduce"]
+__all__ = ["REDUCERS", "Changes", "Read", "UnknownEventKind", "reduce"]

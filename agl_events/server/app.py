@@ -9,6 +9,7 @@ Each experiment gets its own store from `store_for(name)`, created on first use 
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,12 +18,15 @@ from fastapi import Depends, FastAPI, Request
 
 from agl_events.server.errors import StoreErrorMiddleware
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores, StoreFactory
-from agl_events.server.metrics import HttpMetrics, MetricsMiddleware, create_metrics_router
+from agl_events.server.metrics import HttpMetrics, MetricsMiddleware, StoreHealthCollector, create_metrics_router
 from agl_events.server.otlp import create_otlp_router
 from agl_events.server.routes import create_agl_router
 from agl_events.store.base import LightningStore
 
 DEFAULT_PORT = 4747
+#: Seconds a shutdown waits for requests still running after long polls were answered (a command waiting
+#: for Kafka acknowledgements while the broker is gone); then uvicorn cancels them.
+GRACEFUL_SHUTDOWN_SECONDS = 5
 
 logger = logging.getLogger("agl_events.server")
 
@@ -37,6 +41,7 @@ def create_app(
     """
     experiments = ExperimentStores(store_for, default_experiment)
     metrics = metrics or HttpMetrics.with_default_collectors()
+    metrics.registry.register(StoreHealthCollector(experiments))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -54,7 +59,10 @@ def create_app(
     async def valid_experiment(request: Request) -> None:
         experiments.resolve_name(request.path_params.get("experiment"))
 
-    agl = create_agl_router(experiment_store)
+    async def store_failure(request: Request) -> str | None:
+        return experiments.failure_of(request.path_params.get("experiment"))
+
+    agl = create_agl_router(experiment_store, store_failure)
     otlp = create_otlp_router(experiment_store)
     for router in (agl, otlp):
         app.include_router(router)
@@ -72,14 +80,44 @@ def create_app(
     return app
 
 
+class StoreServer(uvicorn.Server):
+    """uvicorn's server, made to end: shutdown first answers every long poll (`wait_for_rollouts` with a long
+    or no timeout would otherwise hold its connection open forever and the process with it), and a store
+    that stops serving ends the process with status 1, for a supervisor to restart (the new process catches
+    up from the view's stored positions; see `store.follower`)."""
+
+    def __init__(self, config: uvicorn.Config, experiments: ExperimentStores) -> None:
+        super().__init__(config)
+        self._experiments = experiments
+        experiments.on_failure = self._store_failed
+        self.failed: BaseException | None = None
+
+    def _store_failed(self, experiment: str, error: BaseException) -> None:
+        logger.critical("the store of experiment %r stopped serving (%s); shutting down", experiment, error)
+        self.failed = error
+        self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._experiments.interrupt_waits()
+        await super().shutdown(sockets)
+
+
+def server_for(app: FastAPI, host: str, port: int, *, log_level: str = "info") -> StoreServer:
+    """A StoreServer for `app`. Keep-alive is 30 s, as upstream's launcher sets it: the aiohttp client pools
+    connections for 15 s, and a server closing them sooner makes requests fail with ServerDisconnectedError
+    (then retried after /health)."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            timeout_keep_alive=30, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+    return StoreServer(config, app.state.experiments)
+
+
 def serve(app: FastAPI, host: str = "0.0.0.0", port: int = DEFAULT_PORT, *, log_level: str = "info") -> None:
-    """Run `app` with uvicorn until interrupted (blocking).
-
-    Keep-alive is 30 s, as upstream's launcher sets it: the aiohttp client pools connections for 15 s, and a
-    server closing them sooner makes requests fail with ServerDisconnectedError (then retried after /health).
-    """
+    """Run `app` until SIGINT/SIGTERM (blocking); exits with status 1 if a store stopped serving."""
     logger.info("Serving the store API on http://%s:%d", host, port)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=30)
+    server = server_for(app, host, port, log_level=log_level)
+    server.run()
+    if server.failed is not None:
+        raise SystemExit(1)
 
 
-__all__ = ["DEFAULT_PORT", "EXPERIMENT_PREFIX", "create_app", "serve"]
+__all__ = ["DEFAULT_PORT", "EXPERIMENT_PREFIX", "StoreServer", "create_app", "serve", "server_for"]

@@ -7,16 +7,15 @@ store over HTTP, and both share one event loop, so no call ever crosses threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import uvicorn
-
 from agl_events.client import experiment_url
 from agl_events.config import Settings
-from agl_events.server.app import create_app
+from agl_events.server.app import create_app, server_for
 from agl_events.store.kafka import KafkaLightningStore
 
 
@@ -39,9 +38,8 @@ async def embedded_store_server(settings: Settings, view_dir: Path, *, host: str
         return store
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(create_app(store_for, settings.experiment), host=host, port=port,
-                                          log_level="warning", access_log=False, timeout_keep_alive=30))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the host program owns signals
+    server = server_for(create_app(store_for, settings.experiment), host, port, log_level="warning")
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # the host program owns signals
     serving = asyncio.create_task(server.serve())
     try:
         while not server.started:

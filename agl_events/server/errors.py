@@ -3,8 +3,9 @@
 Policy (deliberately different from upstream, which answers 500 to everything): a store `ValueError` (unknown
 rollout or attempt, "Item ... does not exist") or `TypeError` (bad input such as null heartbeat stats) is the
 caller's fault, so it is a 400 with the message, which the upstream client raises at once without retrying.
-Anything else is a server fault: a 500, which the client retries after probing /health. Tracebacks stay in the
-server log and never go on the wire.
+A store that stopped serving (its view no longer follows the log) answers 503 with the reason. Anything else
+is a server fault: a 500, which the client retries after probing /health. Tracebacks stay in the server log
+and never go on the wire.
 """
 
 from __future__ import annotations
@@ -14,10 +15,15 @@ import logging
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agl_events.store.follower import FollowerFailed
+from agl_events.store.service import StoreUnhealthyError
+
 logger = logging.getLogger("agl_events.server")
 
 #: Exception types whose message is the caller's to read: answered 400 instead of 500.
 CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
+#: The store cannot serve at all: 503 with the reason.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError, FollowerFailed)
 
 
 def error_response(exc: Exception) -> JSONResponse:
@@ -25,6 +31,8 @@ def error_response(exc: Exception) -> JSONResponse:
     error_type = type(exc).__name__
     if isinstance(exc, CLIENT_ERRORS):
         return JSONResponse({"detail": str(exc) or error_type, "error_type": error_type}, status_code=400)
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        return JSONResponse({"detail": str(exc), "error_type": error_type}, status_code=503)
     return JSONResponse({"detail": "Internal server error", "error_type": error_type}, status_code=500)
 
 
@@ -57,7 +65,7 @@ class StoreErrorMiddleware:
             if started:
                 raise
             path = scope.get("path", "?")
-            if isinstance(exc, CLIENT_ERRORS):
+            if isinstance(exc, CLIENT_ERRORS + UNAVAILABLE_ERRORS):
                 logger.info("%s %s rejected: %s: %s", scope.get("method"), path, type(exc).__name__, exc)
             else:
                 logger.exception("Unhandled error on %s %s", scope.get("method"), path)

@@ -43,6 +43,8 @@ class ExperimentStores:
         self.default = check_experiment_name(default_experiment)
         self._stores: dict[str, LightningStore] = {}
         self._creating: dict[str, asyncio.Future[LightningStore]] = {}
+        #: Called with (experiment, error) when an opened store stops serving (the server exits on it).
+        self.on_failure: Callable[[str, BaseException], None] = lambda name, error: None
 
     def resolve_name(self, name: str | None) -> str:
         """The experiment a request addresses (None = the default one); 404 with the rule if illegal."""
@@ -72,6 +74,9 @@ class ExperimentStores:
         try:
             logger.info("Opening store of experiment %r", name)
             store = await self._store_for(name)
+            listeners = getattr(store, "failure_listeners", None)
+            if listeners is not None:
+                listeners.append(lambda error: self.on_failure(name, error))
             self._stores[name] = store
             return store
         finally:
@@ -81,6 +86,18 @@ class ExperimentStores:
     def opened(self) -> dict[str, LightningStore]:
         """The stores created so far, by experiment name."""
         return dict(self._stores)
+
+    def failure_of(self, name: str | None) -> str | None:
+        """Why the (opened) store of `name` stopped serving, or None while it serves or is not opened yet."""
+        failure = getattr(self._stores.get(self.resolve_name(name)), "failure", None)
+        return None if failure is None else f"{type(failure).__name__}: {failure}"
+
+    def interrupt_waits(self) -> None:
+        """Answer the long polls of every store now (shutdown must not wait them out)."""
+        for store in self._stores.values():
+            interrupt = getattr(store, "interrupt_waits", None)
+            if callable(interrupt):
+                interrupt()
 
     async def close(self) -> None:
         """Close every store that has a `close()` (sync or async), then forget them all."""

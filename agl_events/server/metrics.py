@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 from fastapi import APIRouter, Response
 from prometheus_client import (
@@ -17,13 +18,15 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Metric,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agl_events.server.experiments import EXPERIMENT_PREFIX
+from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores
 
 #: Seconds; from fast reads to long `wait_for_rollouts` polls.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -55,6 +58,21 @@ class HttpMetrics:
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         return cls(registry)
+
+
+class StoreHealthCollector:
+    """`agl_store_healthy{experiment}`: 1 while an opened store serves, 0 once its view stopped following the
+    log. Read at scrape time, so it needs no updating."""
+
+    def __init__(self, experiments: ExperimentStores) -> None:
+        self._experiments = experiments
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily("agl_store_healthy", "1 while the experiment's store serves, 0 once it "
+                                  "stopped (its view no longer follows the log).", labels=["experiment"])
+        for name in self._experiments.opened:
+            gauge.add_metric([name], 0.0 if self._experiments.failure_of(name) else 1.0)
+        yield gauge
 
 
 def route_template(scope: Scope) -> str:

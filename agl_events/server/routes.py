@@ -47,6 +47,12 @@ from agl_events.types import (
 
 #: A FastAPI dependency that yields the store serving the current request.
 StoreDependency = Callable[..., Awaitable[LightningStore]]
+#: A FastAPI dependency that yields why the current request's store stopped serving, or None.
+FailureDependency = Callable[..., Awaitable[str | None]]
+
+
+async def _no_failure() -> str | None:
+    return None
 
 AGL_PREFIX = "/v1/agl"
 
@@ -85,8 +91,11 @@ def _spans_query(store: LightningStore, q: QuerySpansRequest) -> Awaitable[Any]:
     )
 
 
-def create_agl_router(get_store: StoreDependency) -> APIRouter:
+def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency = _no_failure) -> APIRouter:
     """Build the `/v1/agl/...` routes; every store-backed route resolves its store through `get_store`.
+
+    `/health` answers 503 with the reason once `get_failure` reports one (without opening a store: a probe
+    must not wait for a catch-up), so the upstream client's retries see an unhealthy server as such.
 
     Order matters where a literal segment competes with a path parameter (`/rollouts/search` before
     `/rollouts/{rollout_id}`, `/resources/latest` before `/resources/{resources_id}`, ...).
@@ -95,8 +104,10 @@ def create_agl_router(get_store: StoreDependency) -> APIRouter:
     Store = Annotated[LightningStore, Depends(get_store)]
 
     @router.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health(failure: Annotated[str | None, Depends(get_failure)]) -> JSONResponse:
+        if failure is not None:
+            return JSONResponse({"status": "unhealthy", "detail": failure}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     # --- queue -------------------------------------------------------------------------------------------
     @router.post("/queues/rollouts/enqueue", status_code=201, response_model=list[Rollout])

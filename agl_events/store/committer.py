@@ -43,6 +43,10 @@ class EventLog(Protocol):
 
     def append(self, events: Sequence[NewEvent]) -> Awaitable[list[LoggedEvent]]: ...
 
+    def close(self) -> None:
+        """Flush what is pending (bounded), then release the connection. Blocking."""
+        ...
+
 
 @dataclass
 class _Batch:

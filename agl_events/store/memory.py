@@ -1,47 +1,113 @@
-"""The in-memory backend: a list per topic as the log and a dict as the view. The reference for tests."""
+"""The in-memory backend: a list per topic as the log and a dict as the view. The reference for tests.
+
+Only storage differs from the Kafka backend: the same service decides, and the same follower folds the
+log back into the view (confirming the store's own appends, folding anyone else's), so the watchdog,
+heartbeats from foreign spans and waits for the fold behave identically on both.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.log.records import LoggedEvent, NewEvent, Position
 from agl_events.store.base import LightningStoreCapabilities
+from agl_events.store.follower import Follower
 from agl_events.store.service import EventSourcedStore
+from agl_events.topics import Topic
 from agl_events.views.kv import DictKV
 from agl_events.views.store_view import StoreView
 
 
 class InMemoryLog:
-    """Appends keep order per topic (one partition each). Records are encoded and decoded through the
-    real codec so that anything the Kafka backend would reject is rejected here too."""
+    """One partition per topic, named by the topic's suffix. Records are encoded and decoded through the
+    real codec so that anything the Kafka backend would reject is rejected here too. Appends come from the
+    event loop, reads from the follower's thread: a condition guards the lists and wakes the reader."""
 
     def __init__(self, codec: AvroCodec | None = None) -> None:
         self.codec = codec or AvroCodec()
         self.topics: dict[str, list[LoggedEvent]] = {}
+        self._changed = threading.Condition()
+
+    def append_now(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
+        """Append and return the events as logged; any producer (the store, a test playing a runner)."""
+        encoded = [(new, self.codec.decode(self.codec.encode(new.kind, new.record)).record) for new in events]
+        logged = []
+        with self._changed:
+            for new, record in encoded:
+                entries = self.topics.setdefault(new.topic.value, [])
+                entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries))
+                entries.append(entry)
+                logged.append(entry)
+            self._changed.notify_all()
+        return logged
 
     def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
-        logged = []
-        for new in events:
-            record = self.codec.decode(self.codec.encode(new.kind, new.record)).record
-            entries = self.topics.setdefault(new.topic.value, [])
-            entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries))
-            entries.append(entry)
-            logged.append(entry)
+        """The store's EventLog: durable (in this process) as soon as it returns."""
         done: asyncio.Future[list[LoggedEvent]] = asyncio.get_running_loop().create_future()
-        done.set_result(logged)
+        done.set_result(self.append_now(events))
         return done
+
+    def close(self) -> None:
+        """Nothing to flush: appends are complete when they return."""
+
+    def reader(self) -> InMemoryReader:
+        return InMemoryReader(self)
+
+    def read(self, positions: Mapping[Position, int], max_records: int, timeout: float) -> list[LoggedEvent]:
+        """Up to `max_records` events past `positions`, waiting at most `timeout` for the first one."""
+        def unread() -> list[LoggedEvent]:
+            return [e for name, entries in self.topics.items() for e in entries[positions.get((name, 0), 0):]]
+
+        with self._changed:
+            self._changed.wait_for(unread, timeout)
+            return unread()[:max_records]
+
+    def ends(self, topic: str | None = None) -> dict[Position, int]:
+        with self._changed:
+            return {(name, 0): len(entries) for name, entries in self.topics.items() if topic in (None, name)}
+
+
+class InMemoryReader:
+    """A LogSource over an InMemoryLog, reading every topic from the beginning."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        self._log = log
+        self._positions: dict[Position, int] = {}
+
+    def name_of(self, topic: Topic) -> str:
+        return topic.value
+
+    def poll(self, max_records: int, timeout: float) -> list[LoggedEvent]:
+        batch = self._log.read(self._positions, max_records, timeout)
+        for event in batch:
+            self._positions[(event.topic, 0)] = event.offset + 1
+        return batch
+
+    def end_offsets(self, timeout: float = 30.0, topic: str | None = None) -> dict[Position, int]:
+        return self._log.ends(topic)
+
+    @property
+    def positions(self) -> dict[Position, int]:
+        return dict(self._positions)
+
+    def close(self) -> None:
+        pass
 
 
 class InMemoryLightningStore(EventSourcedStore):
-    """Not durable and single-process: for tests and quick experiments."""
+    """Not durable and single-process: for tests and quick experiments. Background work (follower, watchdog)
+    starts on first use inside the caller's event loop, so the store can be built outside one, as upstream's."""
 
     @property
     def capabilities(self) -> LightningStoreCapabilities:
         return {**super().capabilities, "zero_copy": False}
 
-    def __init__(self, scan_debounce_seconds: float = 10.0) -> None:
+    def __init__(self, scan_debounce_seconds: float = 10.0, *, clock: Callable[[], float] = time.time) -> None:
         self.log = InMemoryLog()
-        super().__init__(self.log, StoreView(DictKV(), track_own=False), producer_id="memory-store",
-                         scan_debounce_seconds=scan_debounce_seconds)
+        view = StoreView(DictKV())
+        super().__init__(self.log, view, Follower(self.log.reader(), view), producer_id="memory-store",
+                         scan_debounce_seconds=scan_debounce_seconds, clock=clock)

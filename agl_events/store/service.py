@@ -1,6 +1,8 @@
 """The event-sourced LightningStore: commands decided by the committer, queries answered from the view.
 
-Backends (in-memory, Kafka) supply only the log and the view storage; all behaviour lives here.
+Backends (in-memory, Kafka) supply only the log, the view storage and a source the follower reads the log
+back from; all behaviour lives here: decisions, the watchdog, heartbeats inferred from spans others append,
+waiting for the fold before a finish, long-poll waits, and what happens when the view stops following.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
+from agl_events.events.kinds import FINISHING_KINDS, Kind
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.store import queries as q
@@ -26,6 +29,8 @@ from agl_events.store.commands import tasks as task_cmds
 from agl_events.store.commands import workers as worker_cmds
 from agl_events.store.committer import Committer, EventLog
 from agl_events.store.context import DecisionContext
+from agl_events.store.follower import Follower
+from agl_events.topics import Topic
 from agl_events.types import (
     FINISHED_STATUSES,
     Attempt,
@@ -44,47 +49,127 @@ from agl_events.views.store_view import StoreView
 
 log = logging.getLogger(__name__)
 
-_FINISHING_KINDS = {"RolloutStatusChanged", "RolloutUpdated"}
 #: How stale a running attempt's heartbeat may get while its runner streams spans (far below any sensible
 #: unresponsive_seconds; one heartbeat event per rollout for short rollouts).
 FOREIGN_HEARTBEAT_SECONDS = 0.5
 
 
-class EventSourcedStore:
-    """Agent Lightning 0.3.0's LightningStore semantics over an event log and a folded view."""
+class StoreUnhealthyError(RuntimeError):
+    """The store cannot serve: its view stopped following the log (see `follower`). The server answers 503."""
 
-    def __init__(self, log_: EventLog, view: StoreView, *, producer_id: str = "store",
+
+class EventSourcedStore:
+    """Agent Lightning 0.3.0's LightningStore semantics over an event log and a folded view.
+
+    Background work (the follower, the periodic watchdog) runs from `start()`, or from the first call made
+    inside an event loop for stores built outside one; `close()` stops all of it.
+    """
+
+    def __init__(self, log_: EventLog, view: StoreView, follower: Follower, *, producer_id: str = "store",
                  scan_debounce_seconds: float = 10.0, clock: Callable[[], float] = time.time) -> None:
         self.view = view
+        self._log = log_
+        self._follower = follower
+        follower.on_folded = self._on_folded
+        follower.on_failure = self._on_failure
+        self._producer_id = producer_id
         self._clock = clock
         self._debounce = scan_debounce_seconds
         self._last_scan: float | None = None
         self._started = clock()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._waits_interrupted = False
         self._committer = Committer(log_, view, producer_id, self.notify_applied, clock)
+        #: (rollout, attempt) pairs with foreign spans whose heartbeat is still to be decided, in arrival order.
+        self._beats: dict[tuple[str, str], None] = {}
+        self._beating: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._closed = False
+        #: Why the store stopped serving, once it did; None while healthy.
+        self.failure: BaseException | None = None
+        #: Called once with the error when the store turns unhealthy (the server exits on it).
+        self.failure_listeners: list[Callable[[BaseException], None]] = []
 
     # -- plumbing -------------------------------------------------------------------------------
     @property
     def capabilities(self) -> LightningStoreCapabilities:
         return {"thread_safe": False, "async_safe": True, "zero_copy": True, "otlp_traces": False}
 
+    async def start(self) -> int:
+        """Catch the view up with the log (the store answers nothing before), then follow it and run the
+        watchdog. Returns how many events the catch-up folded."""
+        applied = await self._follower.catch_up()
+        self._run_background()
+        return applied
+
+    def _run_background(self) -> None:
+        if self._watchdog is None and not self._closed:
+            self._follower.start()
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch(), name="agl-watchdog")
+
+    def _check_serving(self) -> None:
+        if self.failure is not None:
+            raise StoreUnhealthyError(f"the store stopped serving: {self.failure}") from self.failure
+        if self._closed:
+            raise StoreUnhealthyError("the store is closed")
+        self._run_background()
+
     def notify_applied(self, events: list[LoggedEvent]) -> None:
         """Wake `wait_for_rollouts` callers whose rollout just finished (own events or read from the log)."""
         if not self._waiters:
             return
         for event in events:
-            if event.kind in _FINISHING_KINDS and event.key in self._waiters:
+            if event.kind in FINISHING_KINDS and event.key in self._waiters:
                 rollout = self.view.get(keys.rollout(event.key))
                 if rollout is not None and rollout["status"] in FINISHED_STATUSES:
                     for future in self._waiters.pop(event.key):
                         if not future.done():
                             future.set_result(None)
 
+    def _on_folded(self, events: list[LoggedEvent]) -> None:
+        """Every batch the follower folded: wake waiters, and treat spans others appended as heartbeats."""
+        self.notify_applied(events)
+        self._beats.update(dict.fromkeys((e.record["span"]["rollout_id"], e.record["span"]["attempt_id"])
+                                         for e in events if e.kind == Kind.SPAN_ADDED
+                                         and e.record["producer_id"] != self._producer_id))
+        if self._beats and (self._beating is None or self._beating.done()):
+            self._beating = asyncio.get_running_loop().create_task(self._beat(), name="agl-heartbeats")
+
+    def _on_failure(self, error: BaseException) -> None:
+        """The view stopped following: fail every waiter and every later call, tell the listeners once."""
+        self.failure = error
+        self._answer_waiters()  # they see the failure when they wake
+        for listener in self.failure_listeners:
+            listener(error)
+
+    async def _beat(self) -> None:
+        """Decide the heartbeats of foreign spans off the follower's path: it keeps folding meanwhile
+        (a finishing attempt waits for the fold), and spans arriving meanwhile join the next decision."""
+        while self._beats:
+            pairs, self._beats = list(self._beats), {}
+            try:
+                await self.record_heartbeats(pairs)
+            except Exception:  # the next span of that attempt is another heartbeat; keep following
+                log.exception("recording heartbeats failed")
+
+    async def _watch(self) -> None:
+        """Timeouts fire even when nobody calls the store (upstream only checks before calls)."""
+        while True:
+            await asyncio.sleep(max(self._debounce, 1.0))
+            try:
+                await self.healthcheck()
+            except StoreUnhealthyError:
+                return
+            except Exception:  # a failed scan is retried next period; the store keeps serving
+                log.exception("watchdog scan failed")
+
     async def _decide(self, command: Callable[[DecisionContext], Any]) -> Any:
+        self._check_serving()
         return await self._committer.run(command)
 
     async def healthcheck(self) -> None:
         """The watchdog, lazily before most calls as upstream, at most once per debounce period."""
+        self._check_serving()
         now = self._clock()
         if self._last_scan is not None and now - self._last_scan < self._debounce:
             return
@@ -102,8 +187,35 @@ class EventSourcedStore:
 
         return await self._decide(scan)
 
+    def interrupt_waits(self) -> None:
+        """Answer every `wait_for_rollouts` now, and later ones at once, with what has finished: the server
+        is shutting down and must not wait out long polls (their callers poll again elsewhere)."""
+        self._waits_interrupted = True
+        self._answer_waiters()
+
+    def _answer_waiters(self) -> None:
+        for futures in self._waiters.values():
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
+        self._waiters.clear()
+
     async def close(self) -> None:
+        """Stop background work, let in-flight commits settle, release the log and the view. Idempotent: the
+        server closes the stores it served, and their owner may close them too."""
+        if self._closed:
+            return
+        self._closed = True
+        self.interrupt_waits()
+        for task in (self._watchdog, self._beating):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        await self._follower.stop()
         await self._committer.close()
+        await asyncio.to_thread(self._log.close)
+        self._follower.source.close()
+        self.view.close()
 
     # -- reads helpers ----------------------------------------------------------------------------
     def _latest_attempt(self, rid: str) -> dict[str, Any] | None:
@@ -169,9 +281,12 @@ class EventSourcedStore:
     async def finish_attempt(self, rollout_id: str, attempt_id: str, status: Literal["succeeded", "failed"],
                              spans_through: Mapping[int, int]) -> Attempt:
         """agl-events extension for runners: end an attempt whose spans the runner sent to the span topic
-        itself, up to `spans_through` (partition -> offset past its last span). Here every span went
-        through this store already; the Kafka store waits until its view has read that far."""
-        return await self.update_attempt(rollout_id, attempt_id, status=status)
+        itself, up to `spans_through` (partition -> offset past its last span, from its delivery reports).
+        The view folds that far first, so whoever waits for the rollout reads all its spans; unlike
+        `update_attempt`, no request to the log for where the span partitions end."""
+        await self.healthcheck()
+        await self._follower.wait_folded(Topic.SPANS, spans_through)
+        return await self._update_attempt(rollout_id, attempt_id, status=status)
 
     async def record_heartbeats(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Spans someone else appended (a runner's tracer) are heartbeats: decide what they imply.
@@ -248,13 +363,15 @@ class EventSourcedStore:
                 future: asyncio.Future[None] = loop.create_future()
                 self._waiters.setdefault(rid, []).append(future)
                 futures.append(future)
-        if futures and (timeout is None or timeout > 0):
+        if futures and (timeout is None or timeout > 0) and not self._waits_interrupted:
             try:
                 await asyncio.wait(futures, timeout=timeout)
             finally:
                 for future in futures:
                     future.cancel()
                 self._drop_cancelled_waiters()
+            if self.failure is not None:
+                raise StoreUnhealthyError(f"the store stopped serving: {self.failure}") from self.failure
         finished = []
         for rid in rollout_ids:
             rollout = self.view.get(keys.rollout(rid))
@@ -288,7 +405,17 @@ class EventSourcedStore:
     async def update_attempt(self, rollout_id: str, attempt_id: str, status: Any = UNSET,
                              worker_id: Any = UNSET, last_heartbeat_time: Any = UNSET,
                              metadata: Any = UNSET) -> Attempt:
+        """A runner writes its spans to the log before it reports the attempt finished; fold them first, so
+        whoever waits for the rollout reads all its spans (`finish_attempt` says how far they go)."""
         await self.healthcheck()
+        if status in ("succeeded", "failed"):
+            await self._follower.wait_folded(Topic.SPANS)
+        return await self._update_attempt(rollout_id, attempt_id, status=status, worker_id=worker_id,
+                                          last_heartbeat_time=last_heartbeat_time, metadata=metadata)
+
+    async def _update_attempt(self, rollout_id: str, attempt_id: str, status: Any = UNSET,
+                              worker_id: Any = UNSET, last_heartbeat_time: Any = UNSET,
+                              metadata: Any = UNSET) -> Attempt:
         attempt = await self._decide(lambda ctx: attempt_cmds.update_attempt(
             ctx, rollout_id, attempt_id, status=status, worker_id=worker_id,
             last_heartbeat_time=last_heartbeat_time, metadata=metadata))

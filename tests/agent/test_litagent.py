@@ -14,9 +14,9 @@ from agl_events import LitAgent, emit_reward, rollout
 from agl_events.agent import llm_rollout, prompt_rollout
 from agl_events.emitter import find_final_reward
 from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.writer import EventWriter
-from agl_events.topics import create_topics
 from agl_events.tracer import KafkaTracer
 from agl_events.types import LLM, Attempt, AttemptedRollout, PromptTemplate, ProxyLLM, Rollout
 from tests.agent import read_spans

@@ -15,11 +15,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from agl_events.config import Settings
 from agl_events.emitter import emit_message, emit_reward, operation
 from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.reader import EventReader
 from agl_events.log.writer import EventWriter
 from agl_events.store.kafka import KafkaLightningStore
-from agl_events.topics import Topic, create_topics
+from agl_events.topics import Topic
 from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
 from agl_events.types import AttemptedRollout, Span
 from tests.agent import read_spans

@@ -30,8 +30,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from agl_events.config import PROJECT_ROOT, Settings
-from agl_events.store.kafka import VIEW_TOPICS, KafkaLightningStore
-from agl_events.topics import LAYOUT, Topic, topic_name
+from agl_events.store.kafka import KafkaLightningStore
+from agl_events.topics import LAYOUT, VIEW_TOPICS, Topic, topic_name
 from processors.partition_views import partition_of
 from tests.store import llm, make_span
 

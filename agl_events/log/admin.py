@@ -1,0 +1,61 @@
+"""Topic administration through the AdminClient: idempotent creation of an experiment's layout, deletion.
+
+The layout itself (names, partitions, configs and why) is pure data in `agl_events.topics`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from agl_events.topics import LAYOUT
+
+
+def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0) -> dict[str, str]:
+    """Create every topic of the experiment that does not exist yet; returns topic -> 'created'|'exists'."""
+    existing = set(admin.list_topics(timeout=timeout).topics)
+    wanted = [spec for spec in LAYOUT if spec.name(experiment) not in existing]
+    result = {spec.name(experiment): "exists" for spec in LAYOUT if spec.name(experiment) in existing}
+    if not wanted:
+        return result
+    futures = admin.create_topics(
+        [NewTopic(spec.name(experiment), num_partitions=spec.partitions, replication_factor=-1,
+                  config=spec.config) for spec in wanted],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    for name, future in futures.items():
+        try:
+            future.result()
+            result[name] = "created"
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won the race
+                raise
+            result[name] = "exists"
+    wait_for_leaders(admin, [spec.name(experiment) for spec in wanted], timeout)
+    return result
+
+
+def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
+    """Block until every partition of `topics` has a leader: a new topic answers NOT_LEADER for a moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(timeout=timeout).topics
+        pending = [t for t in topics if t not in meta or meta[t].error is not None
+                   or any(p.leader < 0 for p in meta[t].partitions.values())]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics without a leader after {timeout}s: {', '.join(pending)}")
+        time.sleep(0.1)
+
+
+def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> list[str]:
+    """Delete every topic whose name starts with `prefix` (tests clean up their experiments with it)."""
+    names = [t for t in admin.list_topics(timeout=timeout).topics if t.startswith(prefix)]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
+            future.result()
+    return names
