@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -40,22 +41,41 @@ def settings(bootstrap: str, experiment: str) -> Settings:
     return Settings.from_env(experiment=experiment, bootstrap=bootstrap)
 
 
+class FakeClock:
+    """The store's clock, moved by the test: timeouts and heartbeats are tested without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
 @pytest.fixture(params=["memory", "kafka"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[object]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> AsyncIterator[object]:
     """The same contract on both backends: the in-memory reference and the Kafka store on the real broker.
 
-    The watchdog debounce is 0 (scan before every listed call), so timeout tests need no waiting.
+    Both run on the test's fake `clock`, and the watchdog debounce is 0 (scan before every listed call), so
+    timeout tests advance the clock instead of waiting.
     """
     if request.param == "memory":
         from agl_events.store.memory import InMemoryLightningStore
 
-        memory = InMemoryLightningStore(scan_debounce_seconds=0)
+        memory = InMemoryLightningStore(scan_debounce_seconds=0, clock=clock)
         yield memory
         await memory.close()
         return
     from agl_events.store.kafka import KafkaLightningStore
 
     cfg: Settings = request.getfixturevalue("settings")
-    kafka = await KafkaLightningStore.open(cfg, view_dir=tmp_path / "view", scan_debounce_seconds=0)
+    kafka = await KafkaLightningStore.open(cfg, view_dir=tmp_path / "view", scan_debounce_seconds=0, clock=clock)
     yield kafka
     await kafka.close()

@@ -15,15 +15,14 @@ import logging
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agl_events.store.follower import FollowerFailed
-from agl_events.store.service import StoreUnhealthyError
+from agl_events.store.errors import StoreUnhealthyError
 
 logger = logging.getLogger("agl_events.server")
 
 #: Exception types whose message is the caller's to read: answered 400 instead of 500.
 CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 #: The store cannot serve at all: 503 with the reason.
-UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError, FollowerFailed)
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError,)
 
 
 def error_response(exc: Exception) -> JSONResponse:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from agl_events.log.records import LoggedEvent, Position, reached
+from agl_events.store.errors import FollowerFailed
 from agl_events.topics import Topic
 from agl_events.views.store_view import StoreView
 
@@ -54,10 +55,6 @@ class LogSource(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class FollowerFailed(RuntimeError):
-    """The view stopped following the log; reads would be stale and folds are not happening."""
 
 
 class Follower:

@@ -29,6 +29,7 @@ from agl_events.store.commands import tasks as task_cmds
 from agl_events.store.commands import workers as worker_cmds
 from agl_events.store.committer import Committer, EventLog
 from agl_events.store.context import DecisionContext
+from agl_events.store.errors import StoreUnhealthyError
 from agl_events.store.follower import Follower
 from agl_events.topics import Topic
 from agl_events.types import (
@@ -52,10 +53,6 @@ log = logging.getLogger(__name__)
 #: How stale a running attempt's heartbeat may get while its runner streams spans (far below any sensible
 #: unresponsive_seconds; one heartbeat event per rollout for short rollouts).
 FOREIGN_HEARTBEAT_SECONDS = 0.5
-
-
-class StoreUnhealthyError(RuntimeError):
-    """The store cannot serve: its view stopped following the log (see `follower`). The server answers 503."""
 
 
 class EventSourcedStore:
@@ -355,6 +352,7 @@ class EventSourcedStore:
     async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: float | None = None) -> list[Rollout]:
         """Return the finished ones among `rollout_ids` as soon as each finishes, or at the deadline."""
         await self.healthcheck()
+        self._check_serving()  # again: the store may have failed during the scan, and no one would wake us
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[None]] = []
         for rid in dict.fromkeys(rollout_ids):

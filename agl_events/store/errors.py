@@ -1,0 +1,11 @@
+"""Why a store cannot serve at all (the server answers 503 with the reason)."""
+
+from __future__ import annotations
+
+
+class StoreUnhealthyError(RuntimeError):
+    """The store stopped serving: its view no longer follows the log, or it was closed."""
+
+
+class FollowerFailed(StoreUnhealthyError):
+    """The view stopped following the log; reads would be stale and folds are not happening."""

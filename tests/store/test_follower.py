@@ -1,0 +1,98 @@
+"""The follower on both backends: events other producers append are folded and mean the same thing, and a
+fold that fails stops the store loudly instead of leaving its callers waiting forever."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from agl_events.events.codec import AvroCodec
+from agl_events.events.convert import span_record
+from agl_events.events.kinds import Kind
+from agl_events.log.records import NewEvent, event
+from agl_events.log.writer import EventWriter
+from agl_events.reducers import REDUCERS
+from agl_events.store.errors import StoreUnhealthyError
+from agl_events.store.memory import InMemoryLightningStore
+from agl_events.types import RolloutConfig
+from tests.store import make_span
+
+AppendForeign = Callable[[Sequence[NewEvent]], None]
+
+
+@pytest.fixture
+def append_foreign(store: Any, request: pytest.FixtureRequest) -> Iterator[AppendForeign]:
+    """Append events to the store's log as another producer would (a runner's tracer, another process)."""
+    if isinstance(store, InMemoryLightningStore):
+        yield lambda events: store.log.append_now(events)
+        return
+    settings = request.getfixturevalue("settings")
+    writer = EventWriter(settings.bootstrap_servers, settings.experiment, AvroCodec(), producer_id="runner-x")
+    yield lambda events: writer.append_sync(events)
+    writer.close()
+
+
+async def _until(predicate: Callable[[], Any], timeout: float = 10.0) -> None:
+    """Wait (on the event loop, so the follower runs) until `predicate()` holds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_foreign_span_revives_an_unresponsive_attempt(store, clock, append_foreign) -> None:
+    ar = await store.start_rollout(input=1, config=RolloutConfig(unresponsive_seconds=5))
+    clock.advance(6)
+    assert (await store.get_latest_attempt(ar.rollout_id)).status == "unresponsive"
+    span = make_span(ar.rollout_id, ar.attempt.attempt_id, 1).model_dump(mode="json")
+    append_foreign([event(Kind.SPAN_ADDED, ar.rollout_id, clock(), "runner-x", span=span_record(span))])
+
+    async def revived() -> bool:
+        attempt = await store.get_latest_attempt(ar.rollout_id)
+        return attempt.status == "running" and attempt.last_heartbeat_time == pytest.approx(clock(), abs=1e-3)
+
+    await _until(revived)
+    assert (await store.query_spans(ar.rollout_id)).total == 1
+
+
+async def test_finishing_waits_until_foreign_spans_are_folded(store, clock, append_foreign) -> None:
+    ar = await store.start_rollout(input=1)
+    spans = [make_span(ar.rollout_id, ar.attempt.attempt_id, i).model_dump(mode="json") for i in (1, 2, 3)]
+    append_foreign([event(Kind.SPAN_ADDED, ar.rollout_id, clock(), "runner-x", span=span_record(s))
+                    for s in spans])
+    await store.update_attempt(ar.rollout_id, ar.attempt.attempt_id, status="succeeded")
+    # No waiting here: the finish itself waited for the fold.
+    assert [s.sequence_id for s in (await store.query_spans(ar.rollout_id)).items] == [1, 2, 3]
+
+
+async def test_a_failing_fold_stops_the_store_and_its_waiters(store, clock, append_foreign, monkeypatch,
+                                                             caplog) -> None:
+    ar = await store.start_rollout(input=1)
+    waiting = asyncio.ensure_future(store.wait_for_rollouts(rollout_ids=[ar.rollout_id], timeout=None))
+    # A finish whose spans are not folded yet (they never will be) waits for the fold:
+    finishing = asyncio.ensure_future(store.finish_attempt(ar.rollout_id, ar.attempt.attempt_id, "succeeded",
+                                                           {0: 10**9}))
+    await asyncio.sleep(0.1)  # let both start waiting
+    failures: list[BaseException] = []
+    store.failure_listeners.append(failures.append)
+
+    def broken(pending: Any, record: dict[str, Any]) -> None:
+        raise RuntimeError("reducer bug")
+
+    monkeypatch.setitem(REDUCERS, Kind.WORKER_HEARTBEAT, broken)
+    with caplog.at_level(logging.ERROR, logger="agl_events.store.follower"):
+        append_foreign([event(Kind.WORKER_HEARTBEAT, "w9", clock(), "runner-x", worker_id="w9")])
+        with pytest.raises(StoreUnhealthyError, match="reducer bug"):
+            await asyncio.wait_for(waiting, 10)
+    assert "stopped following the log" in caplog.text and "reducer bug" in caplog.text
+    assert [str(f) for f in failures] == ["reducer bug"] and str(store.failure) == "reducer bug"
+    with pytest.raises(StoreUnhealthyError):
+        await store.enqueue_rollout(input=2)
+    with pytest.raises(StoreUnhealthyError):
+        await store.get_rollout_by_id(ar.rollout_id)
+    with pytest.raises(StoreUnhealthyError, match="reducer bug"):  # told, not left waiting for the fold
+        await asyncio.wait_for(finishing, 10)
