@@ -12,8 +12,32 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-#: The repository root when installed in development mode (`pip install -e .`), which `make` does.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: This package's folder. An installed package (a wheel) carries its data files under it.
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: The source checkout the package runs from (`pip install -e .`, which `make` does, or PYTHONPATH);
+#: None when it is installed from a wheel (`pip install .`), where there is no repository.
+PROJECT_ROOT: Path | None = PACKAGE_DIR.parent if (PACKAGE_DIR.parent / "pyproject.toml").is_file() else None
+
+
+def data_dir(in_package: str, in_checkout: str) -> Path:
+    """A folder of the project's data files: `in_checkout` in a source checkout, else the packaged copy.
+
+    The repository keeps the schemas and the broker's Maven project at the top (`schemas/`, `deploy/kafka/`);
+    pyproject.toml maps each into the wheel as a subpackage named `in_package`. A checkout reads the
+    originals, so an edit takes effect without reinstalling.
+    """
+    return PROJECT_ROOT / in_checkout if PROJECT_ROOT is not None else PACKAGE_DIR / in_package
+
+
+def default_home() -> Path:
+    """Where local data (the broker's files, views) lives when AGL_HOME is not set.
+
+    A checkout keeps it in `<repo>/.agl`, next to the code, as the README and the Makefile expect. An
+    installed package has no repository, so it uses `~/.agl`: one home per user, matching the one local
+    broker a user runs on the default port, wherever the command is started from (a per-directory
+    `./.agl` would start a second broker, which then fails on the taken port).
+    """
+    return PROJECT_ROOT / ".agl" if PROJECT_ROOT is not None else Path.home() / ".agl"
 
 _EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
@@ -24,7 +48,7 @@ class Settings(BaseModel):
     bootstrap: str | None = Field(default=None, description="Kafka bootstrap servers; None = local broker")
     experiment: str = "default"
     schema_registry_url: str | None = None
-    home: Path = Field(default_factory=lambda: PROJECT_ROOT / ".agl")
+    home: Path = Field(default_factory=default_home)
     local_port: int = 9092
     local_controller_port: int = 9093
 

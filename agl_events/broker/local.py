@@ -2,11 +2,12 @@
 
 Every agl-events command needs a Kafka cluster. When no bootstrap servers are configured the
 commands use this broker instead, starting it on demand (`ensure_broker`), so that a fresh checkout
-works with nothing but Java and Maven installed. The broker runs in the background, detached from
-the command that started it, and keeps its state under `<AGL_HOME>/kafka`:
+or a `pip install` works with nothing but Java and Maven installed. The broker runs in the background,
+detached from the command that started it, and keeps its state under `<AGL_HOME>/kafka`:
 
     kafka/cluster.id          the cluster id the storage was formatted with
     kafka/server.properties   rendered from deploy/kafka/server.properties.template
+    kafka/libs/               Kafka's jars, for an installed package (a checkout uses deploy/kafka/target/libs)
     kafka/broker.pid          pid of the running JVM
     kafka/data/               topic data and the KRaft metadata log
     kafka/logs/server.log     the broker's log (deploy/kafka/log4j2.yaml)
@@ -23,6 +24,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -31,15 +34,17 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel
 
-from agl_events.config import PROJECT_ROOT, Settings
+from agl_events.config import PROJECT_ROOT, Settings, data_dir
 
-#: Where the Maven project, the configuration template and the log4j configuration live.
-DEPLOY_DIR = PROJECT_ROOT / "deploy" / "kafka"
+#: Where the Maven project, the configuration template and the log4j configuration live: deploy/kafka/
+#: in a checkout, agl_events/_kafka in an installed package.
+DEPLOY_DIR = data_dir("_kafka", "deploy/kafka")
 POM_FILE = DEPLOY_DIR / "pom.xml"
 TEMPLATE_FILE = DEPLOY_DIR / "server.properties.template"
 LOG4J_CONFIG_FILE = DEPLOY_DIR / "log4j2.yaml"
-#: `mvn dependency:copy-dependencies` puts Kafka's runtime class path here (see pom.xml).
-LIBS_DIR = DEPLOY_DIR / "target" / "libs"
+#: Kafka's runtime class path in a checkout, shared by all its homes; `make` fetches it there (see pom.xml).
+#: None for an installed package, whose site-packages is no place for downloads: each home fetches its own.
+LIBS_DIR: Path | None = DEPLOY_DIR / "target" / "libs" if PROJECT_ROOT is not None else None
 
 #: Main classes inside kafka_2.13-*.jar (verified against Kafka 4.3.1).
 KAFKA_MAIN_CLASS = "kafka.Kafka"
@@ -106,29 +111,45 @@ class LocalBroker:
     @property
     def libs_dir(self) -> Path:
         """Kafka's runtime class path, as downloaded by Maven."""
-        return LIBS_DIR
+        return LIBS_DIR if LIBS_DIR is not None else self.kafka_dir / "libs"
 
     def fetch(self) -> Path:
         """Download Kafka's jars with Maven unless they are already there; returns `libs_dir`.
 
-        Maven rather than a tarball download because it verifies checksums, caches in ~/.m2 and
-        pins every version in one reviewed file (deploy/kafka/pom.xml).
+        Maven rather than a tarball download because it verifies checksums, caches in ~/.m2 (a second
+        home copies from there without downloading) and pins every version in one reviewed file
+        (deploy/kafka/pom.xml). Maven fills a staging folder that is renamed at the end, so an interrupted
+        download never leaves a class path that has Kafka's jar but lacks others.
         """
-        if self._has_kafka_jar():
-            return self.libs_dir
+        libs_dir = self.libs_dir
+        if _has_kafka_jar(libs_dir):
+            return libs_dir
         find_java()
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise BrokerError(f"Maven (`mvn`) is needed once to download Kafka's jars. {_INSTALL_HINT}")
-        command = [mvn, "-q", "-B", "-f", str(POM_FILE), "dependency:copy-dependencies"]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0 or not self._has_kafka_jar():
-            output = _last_lines((result.stdout + result.stderr).splitlines(), FAILURE_LOG_LINES)
             raise BrokerError(
-                f"downloading Kafka with Maven failed (exit code {result.returncode}): "
-                f"{' '.join(command)}\n{output}"
+                f"Kafka's jars are not in {libs_dir}, and Maven (`mvn`) is needed once to download them. "
+                f"{_INSTALL_HINT}"
             )
-        return self.libs_dir
+        print(f"Fetching Apache Kafka's jars with Maven into {libs_dir} (once; about a minute when ~/.m2 "
+              "does not have them yet)...", file=sys.stderr, flush=True)
+        libs_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".libs-", dir=libs_dir.parent))
+        try:
+            command = [mvn, "-q", "-B", "-f", str(POM_FILE), f"-Dagl.kafka.libs={staging}",
+                       "dependency:copy-dependencies"]
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode != 0 or not _has_kafka_jar(staging):
+                output = _last_lines((result.stdout + result.stderr).splitlines(), FAILURE_LOG_LINES)
+                raise BrokerError(
+                    f"downloading Kafka with Maven failed (exit code {result.returncode}): "
+                    f"{' '.join(command)}\n{output}"
+                )
+            shutil.rmtree(libs_dir, ignore_errors=True)  # jars of an interrupted `make`, say
+            staging.rename(libs_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return libs_dir
 
     def start(self, timeout: float = 60.0) -> BrokerStatus:
         """Start the broker in the background and wait until it answers; harmless when running."""
@@ -308,9 +329,6 @@ class LocalBroker:
     def _class_path(self) -> str:
         return str(self.libs_dir / "*")  # the JVM expands the wildcard itself
 
-    def _has_kafka_jar(self) -> bool:
-        return any(self.libs_dir.glob("kafka_2.13-*.jar"))
-
     def _wait_until_ready(self, pid: int, timeout: float, *, started_now: bool) -> None:
         """Poll until the broker answers; a process that dies meanwhile is reported with its log."""
         deadline = time.monotonic() + timeout
@@ -402,6 +420,10 @@ def find_java() -> str:
     if version is not None and version < MIN_JAVA_VERSION:
         raise BrokerError(f"{java} is Java {version}; Kafka needs Java {MIN_JAVA_VERSION}+. {_INSTALL_HINT}")
     return java
+
+
+def _has_kafka_jar(libs_dir: Path) -> bool:
+    return any(libs_dir.glob("kafka_2.13-*.jar"))
 
 
 def _java_major_version(java: str) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+from agl_events.config import PROJECT_ROOT
 from agl_events.events.compat import check_backward_compatibility, snapshot_history
 from agl_events.events.schemas import SCHEMAS_DIR
 
@@ -26,6 +27,10 @@ def check() -> None:
 @schemas_app.command()
 def snapshot() -> None:
     """Record each changed schema as a new version under schemas/history/ (run after a compatible change)."""
+    if PROJECT_ROOT is None:
+        # The history is part of the contract in the repository; an installed copy is not where it is kept.
+        console.print(f"[red]snapshot needs a source checkout[/]: this agl-events is installed ({SCHEMAS_DIR}).")
+        raise typer.Exit(1)
     problems = check_backward_compatibility(SCHEMAS_DIR)
     if problems:
         for problem in problems:

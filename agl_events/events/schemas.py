@@ -1,4 +1,4 @@
-"""Loading the event schemas from `schemas/`.
+"""Loading the event schemas from `schemas/` (packaged with the code as `agl_events/_schemas`).
 
 Event schemas (`schemas/*.avsc`) refer to shared named types (`schemas/types/*.avsc`) by full name.
 We inline each referenced type at its first use, giving every event one self-contained schema whose
@@ -18,9 +18,10 @@ from typing import Any
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from agl_events.config import PROJECT_ROOT
+from agl_events.config import data_dir
 
-SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+#: `schemas/` of the repository, or its copy in the installed package.
+SCHEMAS_DIR = data_dir("_schemas", "schemas")
 NAMESPACE = "agl.events"
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
