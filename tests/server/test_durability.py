@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from agl_events.config import Settings
-from tests.server_process import Server
+from tests.server.server_process import Server
 
 
 def _span(rid: str, aid: str, seq: int) -> dict:

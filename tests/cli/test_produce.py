@@ -11,7 +11,7 @@ import httpx
 
 from agl_events.config import Settings
 from agl_events.produce import parse_lines
-from tests.server_process import Server
+from tests.server.server_process import Server
 
 BAD_LINES = {
     17: "{not json",

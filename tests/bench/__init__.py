@@ -1,0 +1,1 @@
+"""Tests of the benchmarks: their pure parts and small end-to-end runs."""

@@ -1,0 +1,1 @@
+"""Tests of the embedded local Kafka broker and its CLI."""

@@ -1,0 +1,1 @@
+"""Tests of the command line: the `agl-events` commands driven as a user would."""

@@ -1,0 +1,1 @@
+"""Tests of the Trainer end to end."""
