@@ -1,0 +1,1 @@
+"""A non-editable install of the package works on its own."""

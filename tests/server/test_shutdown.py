@@ -1,0 +1,125 @@
+"""The store server ends when told to and when its store cannot serve, and costs nothing while idle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from agentlightning.store.client_server import LightningStoreClient
+
+from agl_events.config import Settings
+from agl_events.events.kinds import Kind
+from agl_events.log.records import event
+from agl_events.reducers import REDUCERS
+from agl_events.server.app import create_app, server_for
+from agl_events.server.embedded import free_port
+from agl_events.store.memory import InMemoryLightningStore
+from tests.server.server_process import Server
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_idle_server_uses_no_cpu_and_sigterm_ends_it_with_waiters_open(settings: Settings, tmp_path: Path) -> None:
+    server = Server(settings, tmp_path / "views", tmp_path / "server.log")
+    server.start()
+    assert server.proc is not None
+    try:
+        before = _cpu_seconds(server.proc.pid)
+        time.sleep(10.0)
+        idle = (_cpu_seconds(server.proc.pid) - before) / 10.0
+        print(f"idle store server: {idle:.1%} of a core")
+        assert idle < 0.02, f"an idle server used {idle:.1%} of a core"
+
+        rid = httpx.post(f"{server.base}/queues/rollouts/enqueue",
+                         json={"rollouts": [{"input": 1}]}).json()[0]["rollout_id"]
+        answers: list[Any] = []
+
+        def wait(timeout: float | None) -> None:  # long polls that would outlive any shutdown
+            with httpx.Client(timeout=60) as client:
+                answers.append(client.post(f"{server.base}/waits/rollouts",
+                                           json={"rollout_ids": [rid], "timeout": timeout}).status_code)
+
+        waiters = [threading.Thread(target=wait, args=(t,), daemon=True) for t in (None, 3600.0)]
+        for waiter in waiters:
+            waiter.start()
+        idle_sessions = [httpx.Client() for _ in range(3)]  # keep-alive connections nobody closes
+        for session in idle_sessions:
+            session.get(f"{server.base}/statistics").raise_for_status()
+        upstream = LightningStoreClient(server.base.removesuffix("/v1/agl"))  # its aiohttp session stays open
+        asyncio.run(upstream.query_rollouts())
+        time.sleep(0.5)
+
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(10)  # raises TimeoutExpired if it hangs
+        print(f"SIGTERM to exit: {time.monotonic() - started:.2f} s")
+        for waiter in waiters:
+            waiter.join(5)
+        assert answers == [200, 200]  # the long polls were answered (with nothing finished), not cut off
+        assert "Waiting for background tasks" not in (tmp_path / "server.log").read_text()
+    finally:
+        server.stop()
+
+
+def _poison(store: InMemoryLightningStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the store's next fold raise, as a reducer bug or a RocksDB error would, and give it an event."""
+    def broken(pending: Any, record: dict[str, Any]) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(REDUCERS, Kind.WORKER_HEARTBEAT, broken)
+    store.log.append_now([event(Kind.WORKER_HEARTBEAT, "w1", time.time(), "runner-x", worker_id="w1")])
+
+
+async def _failed(store: InMemoryLightningStore) -> None:
+    while store.failure is None:
+        await asyncio.sleep(0.01)
+
+
+async def _opened(store: InMemoryLightningStore) -> InMemoryLightningStore:
+    return store
+
+
+async def test_a_store_that_stops_serving_reports_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/v1/agl/health and /metrics say so, and calls get 503 with the reason."""
+    store = InMemoryLightningStore()
+    app = create_app(lambda name: _opened(store))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://store") as client:
+        assert (await client.get("/v1/agl/rollouts")).status_code == 200  # opens and starts the store
+        assert (await client.get("/v1/agl/health")).json() == {"status": "ok"}
+        assert 'agl_store_healthy{experiment="default"} 1.0' in (await client.get("/metrics")).text
+        _poison(store, monkeypatch)
+        await asyncio.wait_for(_failed(store), 10)
+        health = await client.get("/v1/agl/health")
+        assert health.status_code == 503 and "disk on fire" in health.json()["detail"]
+        assert 'agl_store_healthy{experiment="default"} 0.0' in (await client.get("/metrics")).text
+        call = await client.post("/v1/agl/queues/rollouts/enqueue", json={"rollouts": [{"input": 1}]})
+        assert call.status_code == 503 and "disk on fire" in call.json()["detail"]
+    await store.close()
+
+
+async def test_a_store_that_stops_serving_ends_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server shuts itself down (`serve` then exits with status 1, for a supervisor to restart it)."""
+    store = InMemoryLightningStore()
+    port = free_port()
+    server = server_for(create_app(lambda name: _opened(store)), "127.0.0.1", port, log_level="warning")
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        assert (await client.get("/v1/agl/rollouts")).status_code == 200
+    _poison(store, monkeypatch)
+    await asyncio.wait_for(serving, 10)
+    assert str(server.failed) == "disk on fire" and store._closed
