@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Sequence
 
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.log.encoding import encode_event
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.base import LightningStoreCapabilities
 from agl_events.store.service import EventSourcedStore
 from agl_events.views.kv import DictKV
@@ -14,17 +15,21 @@ from agl_events.views.store_view import StoreView
 
 
 class InMemoryLog:
-    """Appends keep order per topic (one partition each). Records are encoded and decoded through the
-    real codec so that anything the Kafka backend would reject is rejected here too."""
+    """Appends keep order per topic (one partition each). Records are encoded (within the same size limit)
+    and decoded through the real codec so that anything the Kafka backend would reject is rejected here too."""
 
     def __init__(self, codec: AvroCodec | None = None) -> None:
         self.codec = codec or AvroCodec()
         self.topics: dict[str, list[LoggedEvent]] = {}
 
-    def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
+    def encode(self, new: NewEvent) -> bytes:
+        return encode_event(self.codec, new)
+
+    def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
         logged = []
-        for new in events:
-            record = self.codec.decode(self.codec.encode(new.kind, new.record)).record
+        for encoded in events:
+            new = encoded.new
+            record = self.codec.decode(encoded.value).record
             entries = self.topics.setdefault(new.topic.value, [])
             entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries))
             entries.append(entry)

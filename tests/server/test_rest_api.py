@@ -6,6 +6,7 @@ same tests hold for any backend `store_factory` provides. Raw HTTP checks live i
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -163,6 +164,23 @@ async def test_spans_over_rest(client: Any) -> None:
     assert {s.span_id for s in either} == {spans[0].span_id, spans[2].span_id}
     assert len(await client.query_spans(rid, name_contains="call", offset=2)) == 1
     assert len(await client.query_spans("ro-unknown")) == 0
+
+
+async def test_an_oversized_span_is_a_413_and_the_store_keeps_serving(client: Any) -> None:
+    from agentlightning.types import Span
+
+    rollout = await client.start_rollout(input="x")
+    rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
+    huge = Span.from_attributes(rollout_id=rid, attempt_id=aid, sequence_id=1, name="huge",
+                                attributes={"blob": "x" * (9 * 1024 * 1024)})
+    async with asyncio.timeout(60):  # a wedged committer would hang this call and every later one
+        with pytest.raises(aiohttp.ClientResponseError) as raised:
+            await client.add_span(huge)
+        assert raised.value.status == 413  # the client's fault: raised at once, not retried
+        small = Span.from_attributes(rollout_id=rid, attempt_id=aid, sequence_id=2, name="small", attributes={})
+        assert (await client.add_span(small)).span_id == small.span_id
+        assert (await client.enqueue_rollout(input="y")).status == "queuing"
+        assert [s.name for s in await client.query_spans(rid)] == ["small"]
 
 
 async def test_add_otel_span_through_the_client(client: Any) -> None:

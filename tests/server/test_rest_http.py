@@ -6,6 +6,7 @@ error policy of this project: bad input -> 4xx with a message, 5xx only for serv
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -52,6 +53,21 @@ def test_create_routes_answer_201_with_upstream_shapes(http: httpx.Client) -> No
     assert added.status_code == 201 and added.json()["custom_field"] == {"kept": True}
     duplicate = http.post(f"{AGL}/spans", json=span)
     assert duplicate.status_code == 201 and duplicate.json() is None
+
+
+def test_an_oversized_span_is_a_413_that_says_its_size_and_the_limit(http: httpx.Client) -> None:
+    started = _start(http)
+    span = {
+        "rollout_id": started["rollout_id"], "attempt_id": started["attempt"]["attempt_id"], "sequence_id": 1,
+        "trace_id": "0" * 31 + "1", "span_id": "0" * 15 + "1", "parent_id": None, "name": "s",
+        "status": {"status_code": "OK"}, "attributes": {"blob": "x" * (9 * 1024 * 1024)}, "events": [],
+        "links": [], "start_time": 1.0, "end_time": 2.0, "context": None, "parent": None,
+        "resource": {"attributes": {}, "schema_url": ""},
+    }
+    response = http.post(f"{AGL}/spans", json=span, timeout=60)
+    assert response.status_code == 413, response.text[:500]
+    assert re.search(r"is \d+ bytes encoded; the limit is \d+ bytes", response.json()["detail"])
+    assert http.post(f"{AGL}/spans", json={**span, "attributes": {}}).status_code == 201
 
 
 def test_dequeue_and_update_rollout_shapes(http: httpx.Client) -> None:
