@@ -252,6 +252,19 @@ async def test_workers(client: Any) -> None:
     assert [w.worker_id for w in ordered] == ["bob", "alice"]
 
 
+async def test_worker_queries_keep_upstream_order_and_defaults(client: Any) -> None:
+    await client.update_worker("zed")  # no stats: the client sends no body
+    await client.dequeue_rollout(worker_id="amy")  # an empty dequeue: amy is idle
+    await client.update_worker("bob", heartbeat_stats={"gpu": 1})
+    page = await client.query_workers()
+    assert [w.worker_id for w in page] == ["zed", "amy", "bob"]  # first seen, as upstream lists them
+    assert (page.limit, page.offset, page.total) == (-1, 0, 3)  # the client sends no paging: the defaults
+    assert [w.worker_id for w in await client.query_workers(status_in=["idle"])] == ["amy"]
+    assert [w.worker_id for w in await client.query_workers(worker_id_contains="ze")] == ["zed"]
+    zed = await client.get_worker_by_id("zed")
+    assert zed.status == "unknown" and zed.heartbeat_stats is None and zed.last_heartbeat_time is not None
+
+
 async def test_statistics_and_wait(client: Any) -> None:
     rollout = await client.start_rollout(input="x")
     stats = await client.statistics()
