@@ -12,6 +12,10 @@ from pydantic import BaseModel
 
 FOREVER = "-1"
 DAY_MS = 24 * 3600 * 1000
+#: The largest record any topic takes (its max.message.bytes) and the producer sends (message.max.bytes).
+#: One limit for every topic, rather than the broker's default of about 1 MiB for all but spans, so that
+#: how large an event may be does not depend on its kind (see agl_events.log.encoding).
+MESSAGE_MAX_BYTES = 8 * 1024 * 1024
 
 
 class Topic(StrEnum):
@@ -39,6 +43,11 @@ class TopicSpec(BaseModel):
     def name(self, experiment: str) -> str:
         return topic_name(experiment, self.topic)
 
+    @property
+    def settings(self) -> dict[str, str]:
+        """The topic configuration it is created with: its own, plus the record limit every topic shares."""
+        return {"max.message.bytes": str(MESSAGE_MAX_BYTES), **self.config}
+
 
 def topic_name(experiment: str, topic: Topic) -> str:
     return f"agl.{experiment}.{topic.value}"
@@ -52,10 +61,9 @@ LAYOUT: tuple[TopicSpec, ...] = (
               config={"retention.ms": FOREVER, "cleanup.policy": "delete"},
               why="attempt lifecycle and heartbeats, ordered per rollout; kept forever"),
     TopicSpec(topic=Topic.SPANS, key="rollout_id", partitions=6,
-              config={"retention.ms": FOREVER, "cleanup.policy": "delete", "compression.type": "producer",
-                      "max.message.bytes": str(8 * 1024 * 1024)},
+              config={"retention.ms": FOREVER, "cleanup.policy": "delete", "compression.type": "producer"},
               why="the bulk of the data (training traces); more partitions to spread ingest; kept forever "
-                  "for replay and export; large spans allowed"),
+                  "for replay and export"),
     TopicSpec(topic=Topic.RESOURCES, key="resources_id", partitions=1,
               config={"cleanup.policy": "compact", "retention.ms": FOREVER},
               why="each event is a full snapshot, so compaction keeps exactly the latest version of each id; "

@@ -38,6 +38,6 @@ def describe(ctx: typer.Context) -> None:
         name = spec.name(cfg.experiment)
         live = existing.get(name)
         partitions = str(len(live.partitions)) if live else str(spec.partitions)
-        config = ", ".join(f"{k}={v}" for k, v in spec.config.items())
+        config = ", ".join(f"{k}={v}" for k, v in spec.settings.items())
         table.add_row(name, spec.key, partitions, config, "yes" if live else "[red]no[/]", spec.why)
     console.print(table)

@@ -7,6 +7,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from agl_events.topics import MESSAGE_MAX_BYTES
+
 
 def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[str, Any]:
     """A durable producer: acks=all and idempotence, so an acknowledged write survives and is never doubled.
@@ -23,7 +25,7 @@ def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[st
         "linger.ms": 2,
         "batch.size": 1_000_000,
         "compression.type": "lz4",
-        "message.max.bytes": 8 * 1024 * 1024,
+        "message.max.bytes": MESSAGE_MAX_BYTES,
         "log_level": 4,  # warnings and worse: librdkafka's informational lines only clutter CLI output
         **overrides,
     }

@@ -28,6 +28,14 @@ class NewEvent:
         return spec(self.kind).topic
 
 
+@dataclass(frozen=True)
+class EncodedEvent:
+    """A NewEvent with the bytes the log stores for it, encoded once, when it was decided."""
+
+    new: NewEvent
+    value: bytes
+
+
 def event(kind: str, key: str, time: float, producer_id: str, **fields: Any) -> NewEvent:
     """Build a NewEvent with the header every schema carries (event id, decision time, producer)."""
     return NewEvent(kind, key, {"event_id": new_event_id(), "time": time, "producer_id": producer_id, **fields})

@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, Message
 
 from agl_events.events.codec import AvroCodec
 from agl_events.log.clients import make_producer
-from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.log.encoding import encode_event
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.topics import topic_name
 
 log = logging.getLogger(__name__)
@@ -39,11 +40,18 @@ class EventWriter:
         while not self._closed.is_set():
             self._producer.poll(0.05)
 
-    def _produce(self, new: NewEvent, on_done: Callable[[KafkaError | None, Message | None], None]) -> None:
-        value = self.codec.encode(new.kind, new.record)
+    def encode(self, new: NewEvent) -> bytes:
+        """The bytes appended for `new` (see `encode_event`); raises for an event the log cannot take."""
+        return encode_event(self.codec, new)
+
+    def _encoded(self, events: Sequence[NewEvent]) -> list[EncodedEvent]:
+        return [EncodedEvent(new, self.encode(new)) for new in events]
+
+    def _produce(self, encoded: EncodedEvent, on_done: Callable[[KafkaError | None, Message | None], None]) -> None:
+        new = encoded.new
         while True:
             try:
-                self._producer.produce(topic_name(self.experiment, new.topic), value=value,
+                self._producer.produce(topic_name(self.experiment, new.topic), value=encoded.value,
                                        key=new.key.encode(), on_delivery=on_done)
                 return
             except BufferError:  # local queue full: let deliveries drain, then retry
@@ -60,21 +68,33 @@ class EventWriter:
         librdkafka batches them (linger) instead of one round trip per event. `on_delivery` runs on the
         poll thread with the event as logged (its offset) once Kafka acknowledged it, or with the error
         once it gave up; the caller keeps its own account and waits for it (e.g. KafkaTracer.flush).
-        Encoding or local-queue errors raise here, before anything is queued.
+        Encoding errors (an event too large or off its schema) raise here, before anything is queued.
         """
-        for new in events:
-            self._produce(new, self._resolver(new, lambda callback, result: callback(result), on_delivery))
+        for encoded in self._encoded(events):
+            self._produce(encoded, self._resolver(encoded.new, lambda callback, result: callback(result),
+                                                  on_delivery))
 
-    def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
+    def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
         """Queue the events now, in order, and return a future of them with their offsets, resolved once
         every one is durable. Queueing happens in the call, not when the future is awaited, so appends
-        made one after the other reach the log in that order even while earlier ones are unacknowledged."""
+        made one after the other reach the log in that order even while earlier ones are unacknowledged.
+
+        If librdkafka refuses an event at once, its error is raised here; the events queued before it may
+        still land, and nobody waits for their acknowledgements."""
         loop = asyncio.get_running_loop()
+
+        def deliver(future: asyncio.Future[LoggedEvent], result: LoggedEvent | AppendError) -> None:
+            loop.call_soon_threadsafe(_settle, future, result)
+
         futures: list[asyncio.Future[LoggedEvent]] = []
-        for new in events:
+        for encoded in events:
             future: asyncio.Future[LoggedEvent] = loop.create_future()
+            try:
+                self._produce(encoded, self._resolver(encoded.new, deliver, future))
+            except BaseException:
+                abandon(futures)
+                raise
             futures.append(future)
-            self._produce(new, self._resolver(new, lambda f, r: loop.call_soon_threadsafe(_settle, f, r), future))
         return asyncio.gather(*futures)
 
     def append_sync(self, events: Sequence[NewEvent], timeout: float = 30.0) -> list[LoggedEvent]:
@@ -86,8 +106,8 @@ class EventWriter:
             results[index] = result
             done.release()
 
-        for index, new in enumerate(events):
-            self._produce(new, self._resolver(new, lambda i, r: settle(i, r), index))
+        for index, encoded in enumerate(self._encoded(events)):
+            self._produce(encoded, self._resolver(encoded.new, lambda i, r: settle(i, r), index))
         for _ in events:
             if not done.acquire(timeout=timeout):
                 raise AppendError(f"no acknowledgement from Kafka within {timeout}s")
@@ -116,6 +136,17 @@ class EventWriter:
         self._producer.flush(timeout)
         self._closed.set()
         self._poller.join(timeout=5)
+
+
+def abandon(futures: Iterable[asyncio.Future[Any]]) -> None:
+    """Nobody will await these: mark their errors retrieved when they come, so asyncio logs none of them."""
+    for future in futures:
+        future.add_done_callback(_retrieved)
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _settle(future: asyncio.Future[LoggedEvent], result: LoggedEvent | AppendError) -> None:

@@ -11,10 +11,12 @@ from agl_events.reducers.changes import Pending
 
 
 def _worker(view: Pending, wid: str) -> dict[str, Any]:
+    """The worker's record, or a new one. `ordinal` (not a Worker field) is its place in first-seen order,
+    how upstream lists workers when no sort_by is given."""
     return view.get(keys.worker(wid)) or {
         "worker_id": wid, "status": "unknown", "heartbeat_stats": None, "last_heartbeat_time": None,
         "last_dequeue_time": None, "last_busy_time": None, "last_idle_time": None,
-        "current_rollout_id": None, "current_attempt_id": None,
+        "current_rollout_id": None, "current_attempt_id": None, "ordinal": view.get(keys.count("workers")) or 0,
     }
 
 

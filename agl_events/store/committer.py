@@ -6,9 +6,13 @@ batch is appended with one wait for acks=all, and only then is it folded into th
 
 Batches are pipelined: while one batch waits for its acknowledgement, the next is decided on top of it
 (its context reads through the in-flight batch's overlay) and appended behind it, up to `max_in_flight`
-batches. They complete strictly in order. If an append fails, its batch and every batch decided on top
-of it fail with that error (their events were decided on changes that did not happen); their callers
-get the error, and whatever of them Kafka did take is folded from the log later like any other event.
+batches. They complete strictly in order. If an append fails, whether its acknowledgement fails or the
+log refuses it at once, its batch and every batch decided on top of it fail with that error (their events
+were decided on changes that did not happen); their callers get the error, the committer goes on with
+the next batch, and whatever of them Kafka did take is folded from the log later like any other event.
+
+Each command's events are encoded as soon as it has decided them, so an event the log cannot take (too
+large, or off its schema) fails only that command, like an error the command raised itself.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.context import DecisionContext
 from agl_events.views.store_view import StoreView
 
@@ -38,10 +42,13 @@ class PartialFailure(Exception):
 
 
 class EventLog(Protocol):
-    """Where events become durable. `append` queues them at once, in call order, and its result resolves
-    only when every event is acknowledged."""
+    """Where events become durable. `encode` gives the bytes the log stores for an event, or raises for one
+    it cannot take. `append` queues encoded events at once, in call order (or raises if the log refuses
+    them at once), and its result resolves only when every event is acknowledged."""
 
-    def append(self, events: Sequence[NewEvent]) -> Awaitable[list[LoggedEvent]]: ...
+    def encode(self, new: NewEvent) -> bytes: ...
+
+    def append(self, events: Sequence[EncodedEvent]) -> Awaitable[list[LoggedEvent]]: ...
 
     def close(self) -> None:
         """Flush what is pending (bounded), then release the connection. Blocking."""
@@ -104,33 +111,50 @@ class Committer:
         base = self._in_flight[-1].root if self._in_flight else self._view
         root = DecisionContext(base, self._now(), self._producer_id)
         decided: list[tuple[asyncio.Future[Any], Any]] = []
+        encoded: list[EncodedEvent] = []
         for command, future in commands:
             if future.cancelled():
                 continue
             child = root.child(self._now())
             try:
                 result = command(child)
-            except Exception as exc:  # the command's own error: it decided nothing
+                events = [EncodedEvent(new, self._log.encode(new)) for new in child.events]
+            except Exception as exc:  # the command's own error, or an event of it the log cannot take
                 future.set_exception(exc)
                 continue
             root.absorb(child)
+            encoded.extend(events)
             self._last_now = max(self._last_now, child.now)
             decided.append((future, result))
         previous = self._in_flight[-1].done if self._in_flight else None
         batch = _Batch(root, decided)
         self._in_flight.append(batch)
-        appended = self._log.append(root.events) if root.events else None
-        task = asyncio.get_running_loop().create_task(self._complete(batch, previous, appended))
+        task = asyncio.get_running_loop().create_task(self._complete(batch, previous, self._append(encoded)))
         self._completions.add(task)
         task.add_done_callback(self._completions.discard)
 
-    async def _complete(self, batch: _Batch, previous: asyncio.Future[None] | None,
-                        appended: Awaitable[list[LoggedEvent]] | None) -> None:
-        """In order: wait for the batch before, then for this one's acks; fold, answer, unlink."""
+    def _append(self, events: list[EncodedEvent]) -> Awaitable[list[LoggedEvent]] | Exception | None:
+        """Queue the batch's events. An error raised at once (librdkafka refusing a record) is kept, to fail
+        the batch in its turn as a failed acknowledgement would, instead of ending the committer's loop."""
+        if not events:
+            return None
         try:
+            return self._log.append(events)
+        except Exception as exc:
+            return exc
+
+    async def _complete(self, batch: _Batch, previous: asyncio.Future[None] | None,
+                        appended: Awaitable[list[LoggedEvent]] | Exception | None) -> None:
+        """In order: wait for this batch's acks and for the batch before; fold, answer, unlink.
+
+        The acks are awaited even when the batch before fails (this one then fails with its error), so that
+        no error of the log is left unretrieved."""
+        try:
+            logged = await _acknowledged(appended)
             if previous is not None:
                 await asyncio.shield(previous)
-            logged = await appended if appended is not None else []
+            if isinstance(logged, Exception):
+                raise logged
         except asyncio.CancelledError:
             self._settle(batch, RuntimeError("the store closed before this commit completed"))
             raise
@@ -171,3 +195,15 @@ class Committer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
+
+
+async def _acknowledged(appended: Awaitable[list[LoggedEvent]] | Exception | None) -> list[LoggedEvent] | Exception:
+    """The events as logged, or the error the log gave for them."""
+    if appended is None:
+        return []
+    if isinstance(appended, Exception):
+        return appended
+    try:
+        return await appended
+    except Exception as exc:
+        return exc

@@ -24,8 +24,8 @@ from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_to
 from agl_events.log.reader import EventReader
-from agl_events.log.records import LoggedEvent, NewEvent
-from agl_events.log.writer import EventWriter
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
+from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.follower import Follower
 from agl_events.store.service import EventSourcedStore
 from agl_events.topics import VIEW_TOPICS, Topic
@@ -54,12 +54,20 @@ class KafkaLog:
         self.writer = writer
         self.tasks_writer = tasks_writer
 
-    def append(self, events: Sequence[NewEvent]) -> Awaitable[list[LoggedEvent]]:
-        tasks = [e for e in events if e.topic == Topic.TASKS]
+    def encode(self, new: NewEvent) -> bytes:
+        return self.writer.encode(new)  # both writers have the one codec
+
+    def append(self, events: Sequence[EncodedEvent]) -> Awaitable[list[LoggedEvent]]:
+        tasks = [e for e in events if e.new.topic == Topic.TASKS]
         if not tasks:
             return self.writer.append(events)
-        rest = self.writer.append([e for e in events if e.topic != Topic.TASKS])
-        return _joined(rest, self.tasks_writer.append(tasks))
+        rest = self.writer.append([e for e in events if e.new.topic != Topic.TASKS])
+        try:
+            dispatched = self.tasks_writer.append(tasks)
+        except BaseException:  # the batch fails with this error; the rest is queued and may still land
+            abandon([rest])
+            raise
+        return _joined(rest, dispatched)
 
     def close(self) -> None:
         self.writer.close(CLOSE_FLUSH_SECONDS)

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import LoggedEvent, NewEvent, Position
+from agl_events.log.encoding import encode_event
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, Position
 from agl_events.store.base import LightningStoreCapabilities
 from agl_events.store.follower import Follower
 from agl_events.store.service import EventSourcedStore
@@ -23,9 +24,10 @@ from agl_events.views.store_view import StoreView
 
 
 class InMemoryLog:
-    """One partition per topic, named by the topic's suffix. Records are encoded and decoded through the
-    real codec so that anything the Kafka backend would reject is rejected here too. Appends come from the
-    event loop, reads from the follower's thread: a condition guards the lists and wakes the reader."""
+    """One partition per topic, named by the topic's suffix. Records are encoded (within the same size limit)
+    and decoded through the real codec so that anything the Kafka backend would reject is rejected here too.
+    Appends come from the event loop, reads from the follower's thread: a condition guards the lists and wakes
+    the reader."""
 
     def __init__(self, codec: AvroCodec | None = None) -> None:
         self.codec = codec or AvroCodec()
@@ -33,11 +35,14 @@ class InMemoryLog:
         self._changed = threading.Condition()
 
     def append_now(self, events: Sequence[NewEvent]) -> list[LoggedEvent]:
-        """Append and return the events as logged; any producer (the store, a test playing a runner)."""
-        encoded = [(new, self.codec.decode(self.codec.encode(new.kind, new.record)).record) for new in events]
+        """Append and return the events as logged, as any producer would (a test playing a runner)."""
+        return self._append([EncodedEvent(new, self.encode(new)) for new in events])
+
+    def _append(self, events: Sequence[EncodedEvent]) -> list[LoggedEvent]:
+        decoded = [(e.new, self.codec.decode(e.value).record) for e in events]
         logged = []
         with self._changed:
-            for new, record in encoded:
+            for new, record in decoded:
                 entries = self.topics.setdefault(new.topic.value, [])
                 entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries))
                 entries.append(entry)
@@ -45,10 +50,13 @@ class InMemoryLog:
             self._changed.notify_all()
         return logged
 
-    def append(self, events: Sequence[NewEvent]) -> asyncio.Future[list[LoggedEvent]]:
+    def encode(self, new: NewEvent) -> bytes:
+        return encode_event(self.codec, new)
+
+    def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
         """The store's EventLog: durable (in this process) as soon as it returns."""
         done: asyncio.Future[list[LoggedEvent]] = asyncio.get_running_loop().create_future()
-        done.set_result(self.append_now(events))
+        done.set_result(self._append(events))
         return done
 
     def close(self) -> None:

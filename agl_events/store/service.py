@@ -512,7 +512,9 @@ class EventSourcedStore:
                             limit: int = -1, offset: int = 0) -> PaginatedResult[Worker]:
         await self.healthcheck()
         conditions = q.conditions(among={"status": status_in}, containing={"worker_id": worker_id_contains})
-        workers = [w for _, w in self.view.scan(keys.WORKERS)]
+        # First-seen order, as upstream's insertion order; sort_by sorts stably on top of it. A view written
+        # before workers had an ordinal lists those first, by id.
+        workers = sorted((w for _, w in self.view.scan(keys.WORKERS)), key=lambda w: w.get("ordinal", -1))
         page, total = q.select(workers, Worker, conditions, filter_logic, [], sort_by, sort_order, limit, offset)
         return PaginatedResult(items=[Worker.model_validate(w) for w in page], limit=limit, offset=offset,
                                total=total)

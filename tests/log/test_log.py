@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import json
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_to
 from agl_events.log.reader import EventReader
-from agl_events.log.records import event
+from agl_events.log.records import EncodedEvent, NewEvent, event
 from agl_events.log.writer import EventWriter
-from agl_events.topics import LAYOUT, Topic, topic_name
+from agl_events.store.kafka import KafkaLog
+from agl_events.topics import LAYOUT, MESSAGE_MAX_BYTES, Topic, topic_name
 from tests.events.sample import sample
 
 
@@ -39,6 +45,7 @@ def test_topics_are_created_idempotently_with_their_settings(bootstrap: str, exp
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name(experiment, Topic.RESOURCES))
     configs = admin.describe_configs([resource])[resource].result()
     assert configs["cleanup.policy"].value == "compact"
+    assert configs["max.message.bytes"].value == str(MESSAGE_MAX_BYTES)  # every topic, not only spans
 
 
 def test_every_event_kind_survives_the_broker_in_order(bootstrap: str, experiment: str) -> None:
@@ -101,3 +108,58 @@ def test_reading_a_missing_topic_says_how_to_create_it(bootstrap: str, experimen
     with pytest.raises(RuntimeError, match="topics create"):
         reader.assign()
     reader.close()
+
+
+def _heartbeat(worker_id: str, stats_json: str) -> NewEvent:
+    return event("WorkerHeartbeat", worker_id, 1.0, "p", worker_id=worker_id, stats_given=True,
+                 heartbeat_stats_json=stats_json)
+
+
+def _encoded(writer: EventWriter, events: list[NewEvent]) -> list[EncodedEvent]:
+    return [EncodedEvent(new, writer.encode(new)) for new in events]
+
+
+@pytest.fixture
+async def unhandled_async_errors() -> AsyncIterator[list[dict[str, Any]]]:
+    """What asyncio reports to nobody, e.g. "Future exception was never retrieved" (checked after a gc)."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    yield reported
+    loop.set_exception_handler(None)
+
+
+def _refusing_writer(**overrides: Any) -> EventWriter:
+    """A real producer with no broker to reach: what it queues times out; a record over 1000 bytes it
+    refuses at once in produce() (librdkafka's MSG_SIZE_TOO_LARGE), as it would an event over its limit."""
+    return EventWriter("127.0.0.1:9", "refused", AvroCodec(), producer_id="test-writer",
+                       **{"message.timeout.ms": 200, "message.max.bytes": 1000, **overrides})
+
+
+async def _all_delivered_and_collected(*writers: EventWriter) -> None:
+    for writer in writers:
+        await asyncio.to_thread(writer.close)  # flushes: every queued event is delivered (here: timed out)
+    await asyncio.sleep(0.05)  # the delivery results reach the loop
+    gc.collect()
+
+
+async def test_an_append_refused_midway_raises_and_leaves_no_unretrieved_errors(unhandled_async_errors) -> None:
+    writer = _refusing_writer()
+    events = _encoded(writer, [_heartbeat("w1", "{}"), _heartbeat("w2", "{}"),
+                               _heartbeat("w3", json.dumps("x" * 2000))])
+    with pytest.raises(KafkaException, match="too large"):
+        writer.append(events)  # the first two are queued and fail later, with nobody waiting for them
+    await _all_delivered_and_collected(writer)
+    assert unhandled_async_errors == []
+
+
+async def test_kafka_log_whose_tasks_writer_refuses_raises_and_leaves_no_unretrieved_errors(
+        unhandled_async_errors) -> None:
+    log = KafkaLog(_refusing_writer(), _refusing_writer())
+    dispatched = event("TaskDispatched", "ro-1", 1.0, "p", rollout_id="ro-1", attempt_id=None,
+                       attempt_sequence_id=None, worker_id=None, resources_id=None, mode=None,
+                       input_json=json.dumps("x" * 2000), queue_seq=1)
+    with pytest.raises(KafkaException, match="too large"):
+        log.append(_encoded(log.writer, [_heartbeat("w1", "{}"), dispatched]))
+    await _all_delivered_and_collected(log.writer, log.tasks_writer)
+    assert unhandled_async_errors == []

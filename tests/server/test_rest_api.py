@@ -6,6 +6,7 @@ same tests hold for any backend `store_factory` provides. Raw HTTP checks live i
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -165,6 +166,23 @@ async def test_spans_over_rest(client: Any) -> None:
     assert len(await client.query_spans("ro-unknown")) == 0
 
 
+async def test_an_oversized_span_is_a_413_and_the_store_keeps_serving(client: Any) -> None:
+    from agentlightning.types import Span
+
+    rollout = await client.start_rollout(input="x")
+    rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
+    huge = Span.from_attributes(rollout_id=rid, attempt_id=aid, sequence_id=1, name="huge",
+                                attributes={"blob": "x" * (9 * 1024 * 1024)})
+    async with asyncio.timeout(60):  # a wedged committer would hang this call and every later one
+        with pytest.raises(aiohttp.ClientResponseError) as raised:
+            await client.add_span(huge)
+        assert raised.value.status == 413  # the client's fault: raised at once, not retried
+        small = Span.from_attributes(rollout_id=rid, attempt_id=aid, sequence_id=2, name="small", attributes={})
+        assert (await client.add_span(small)).span_id == small.span_id
+        assert (await client.enqueue_rollout(input="y")).status == "queuing"
+        assert [s.name for s in await client.query_spans(rid)] == ["small"]
+
+
 async def test_add_otel_span_through_the_client(client: Any) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -232,6 +250,19 @@ async def test_workers(client: Any) -> None:
     assert {w.worker_id for w in either} == {"alice", "bob"}
     ordered = await client.query_workers(sort_by="worker_id", sort_order="desc")
     assert [w.worker_id for w in ordered] == ["bob", "alice"]
+
+
+async def test_worker_queries_keep_upstream_order_and_defaults(client: Any) -> None:
+    await client.update_worker("zed")  # no stats: the client sends no body
+    await client.dequeue_rollout(worker_id="amy")  # an empty dequeue: amy is idle
+    await client.update_worker("bob", heartbeat_stats={"gpu": 1})
+    page = await client.query_workers()
+    assert [w.worker_id for w in page] == ["zed", "amy", "bob"]  # first seen, as upstream lists them
+    assert (page.limit, page.offset, page.total) == (-1, 0, 3)  # the client sends no paging: the defaults
+    assert [w.worker_id for w in await client.query_workers(status_in=["idle"])] == ["amy"]
+    assert [w.worker_id for w in await client.query_workers(worker_id_contains="ze")] == ["zed"]
+    zed = await client.get_worker_by_id("zed")
+    assert zed.status == "unknown" and zed.heartbeat_stats is None and zed.last_heartbeat_time is not None
 
 
 async def test_statistics_and_wait(client: Any) -> None:

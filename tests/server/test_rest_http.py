@@ -6,6 +6,7 @@ error policy of this project: bad input -> 4xx with a message, 5xx only for serv
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -54,6 +55,41 @@ def test_create_routes_answer_201_with_upstream_shapes(http: httpx.Client) -> No
     assert duplicate.status_code == 201 and duplicate.json() is None
 
 
+def test_an_oversized_span_is_a_413_that_says_its_size_and_the_limit(http: httpx.Client) -> None:
+    started = _start(http)
+    span = {
+        "rollout_id": started["rollout_id"], "attempt_id": started["attempt"]["attempt_id"], "sequence_id": 1,
+        "trace_id": "0" * 31 + "1", "span_id": "0" * 15 + "1", "parent_id": None, "name": "s",
+        "status": {"status_code": "OK"}, "attributes": {"blob": "x" * (9 * 1024 * 1024)}, "events": [],
+        "links": [], "start_time": 1.0, "end_time": 2.0, "context": None, "parent": None,
+        "resource": {"attributes": {}, "schema_url": ""},
+    }
+    response = http.post(f"{AGL}/spans", json=span, timeout=60)
+    assert response.status_code == 413, response.text[:500]
+    assert re.search(r"is \d+ bytes encoded; the limit is \d+ bytes", response.json()["detail"])
+    assert http.post(f"{AGL}/spans", json={**span, "attributes": {}}).status_code == 201
+
+
+def test_worker_routes_answer_as_upstream(http: httpx.Client) -> None:
+    bare = http.post(f"{AGL}/workers/zed")  # no body at all: a heartbeat without stats
+    assert bare.status_code == 200 and bare.json()["heartbeat_stats"] is None and bare.json()["status"] == "unknown"
+    assert http.post(f"{AGL}/workers/amy", json={"heartbeat_stats": {"gpu": 1}}).json()["heartbeat_stats"] == {"gpu": 1}
+    assert http.post(f"{AGL}/workers/amy", json={}).json()["heartbeat_stats"] == {"gpu": 1}  # {}: stats kept
+    http.post(f"{AGL}/queues/rollouts/dequeue", json={"worker_id": "bob"})  # bob: idle
+    assert http.get(f"{AGL}/workers/amy").json()["worker_id"] == "amy"
+    listed = http.get(f"{AGL}/workers").json()
+    assert [w["worker_id"] for w in listed["items"]] == ["zed", "amy", "bob"]  # first seen, as upstream
+    assert (listed["limit"], listed["offset"], listed["total"]) == (-1, 0, 3)
+    some = http.get(f"{AGL}/workers", params=[("status_in", "idle"), ("status_in", "busy")]).json()
+    assert [w["worker_id"] for w in some["items"]] == ["bob"]
+    found = http.post(f"{AGL}/workers/search", json={"worker_id_contains": "m", "limit": 5}).json()
+    assert [w["worker_id"] for w in found["items"]] == ["amy"] and (found["limit"], found["total"]) == (5, 1)
+    either = http.post(f"{AGL}/workers/search", json={"status_in": ["idle"], "worker_id_contains": "z",
+                                                       "filter_logic": "or"}).json()
+    assert [w["worker_id"] for w in either["items"]] == ["zed", "bob"]
+    assert http.post(f"{AGL}/workers/search", json={"status_in": None}).json()["total"] == 3  # null: no filter
+
+
 def test_dequeue_and_update_rollout_shapes(http: httpx.Client) -> None:
     assert http.post(f"{AGL}/queues/rollouts/dequeue").json() == []  # no body at all
     http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": [{"input": i} for i in range(3)]})
@@ -97,6 +133,9 @@ def test_unknown_ids_give_empty_results(http: httpx.Client) -> None:
     ("post", "/rollouts/ro-1/attempts/search", {"limit": 0}, "Limit must be"),
     ("get", "/rollouts/ro-1/attempts", {"sort_by": "input"}, "Invalid sort_by"),
     ("get", "/workers", {"offset": -5}, "Offset must be"),
+    ("get", "/workers", {"limit": 0}, "Limit must be"),
+    ("post", "/workers/search", {"limit": 0}, "Limit must be"),
+    ("post", "/workers/search", {"limit": -3}, "Limit must be"),
     ("post", "/workers/search", {"sort_by": "gpu"}, "Invalid sort_by"),
     ("get", "/resources", {"sort_by": "nope"}, "Invalid sort_by"),
     ("get", "/spans", {"rollout_id": "r", "sort_by": "nope"}, "Invalid sort_by"),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import time
 
 import pytest
@@ -207,3 +209,19 @@ async def test_sequence_counter_bumped_even_when_span_is_rejected(store):
     with pytest.raises(ValueError):
         await store.add_span(make_span(ar.rollout_id, "at-unknown0", 50))
     assert await store.get_next_span_sequence_id(ar.rollout_id, ar.attempt.attempt_id) == 51
+
+
+async def test_a_span_over_the_event_size_limit_fails_alone_and_the_store_keeps_serving(store):
+    ar = await store.start_rollout(input=1)
+    rid, aid = ar.rollout_id, ar.attempt.attempt_id
+    huge = make_span(rid, aid, 1)
+    huge.attributes["blob"] = "x" * (9 * 1024 * 1024)  # the log takes records of up to 8 MiB
+    async with asyncio.timeout(60):  # an append refused at once must not wedge the committer
+        refused, kept = await asyncio.gather(store.add_span(huge), store.add_span(make_span(rid, aid, 2)),
+                                             return_exceptions=True)  # decided in one commit batch
+        assert isinstance(refused, ValueError), refused
+        assert re.search(r"is \d+ bytes encoded; the limit is \d+ bytes", str(refused)), str(refused)
+        assert kept is not None and not isinstance(kept, BaseException)  # the span beside it is not refused
+        assert await store.add_span(make_span(rid, aid, 3)) is not None
+        assert (await store.enqueue_rollout(input=2)).status == "queuing"
+        assert [s.sequence_id for s in await store.query_spans(rid)] == [2, 3]

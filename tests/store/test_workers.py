@@ -82,6 +82,25 @@ async def test_query_workers_sort_and_pages(store):
         await store.query_workers(sort_by="bogus")
 
 
+async def test_query_workers_without_sort_by_lists_them_in_first_seen_order(store):
+    await store.update_worker("w-c")  # first seen: a heartbeat
+    await store.dequeue_rollout(worker_id="w-a")  # first seen: an empty dequeue (idle)
+    await store.update_worker("w-b", {"x": 1})
+    await store.update_worker("w-c", {"y": 2})  # seen again: keeps its place
+    assert [w.worker_id for w in await store.query_workers()] == ["w-c", "w-a", "w-b"]  # as upstream: insertion
+    page = await store.query_workers(limit=1, offset=1)
+    assert [w.worker_id for w in page] == ["w-a"] and (page.total, page.limit, page.offset) == (3, 1, 1)
+    tied = await store.query_workers(sort_by="status")  # ties keep first-seen order (a stable sort)
+    assert [w.worker_id for w in tied] == ["w-a", "w-c", "w-b"]
+
+
+async def test_query_workers_filters_one_worker_and_reports_the_paging_it_was_given(store):
+    await _three_workers(store)
+    one = await store.query_workers(worker_id_contains="cpu")
+    assert [w.worker_id for w in one] == ["cpu-c"] and (one.total, one.limit, one.offset) == (1, -1, 0)
+    assert [w.worker_id for w in await store.query_workers(status_in=["idle"])] == ["gpu-b"]
+
+
 # -- statistics -------------------------------------------------------------------------------------------
 
 

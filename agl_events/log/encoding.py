@@ -1,0 +1,31 @@
+"""Encoding an event for the log, within the size the log takes: one check for both backends.
+
+Both store backends encode every event here when it is decided (see `committer`), so an event too large
+for Kafka is refused the same way in memory and on the broker, and refused alone: the commands batched
+with it still commit. Checked here, before librdkafka sees it, the error can say what was too large.
+"""
+
+from __future__ import annotations
+
+from agl_events.events.codec import AvroCodec
+from agl_events.log.records import NewEvent
+from agl_events.topics import MESSAGE_MAX_BYTES
+
+#: The largest event (encoded value plus key) the store appends. Below the per-record limit of the broker
+#: and the producer by room for record and batch framing and lz4's worst case (0.4% larger), so an event
+#: that passes here is never refused later, when its callers would learn only that "the append failed".
+EVENT_MAX_BYTES = MESSAGE_MAX_BYTES - 64 * 1024
+
+
+class EventTooLargeError(ValueError):
+    """An event would exceed EVENT_MAX_BYTES: the caller's input is too large (the server answers 413)."""
+
+
+def encode_event(codec: AvroCodec, new: NewEvent) -> bytes:
+    """The bytes the log stores for `new`; CodecError if it breaks its schema, EventTooLargeError if too big."""
+    value = codec.encode(new.kind, new.record)
+    size = len(value) + len(new.key.encode())
+    if size > EVENT_MAX_BYTES:
+        raise EventTooLargeError(f"{new.kind} event for {new.key} is {size} bytes encoded; "
+                                 f"the limit is {EVENT_MAX_BYTES} bytes")
+    return value
