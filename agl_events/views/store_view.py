@@ -64,18 +64,22 @@ class StoreView:
         def read(key: str) -> Any:
             return batch[key] if key in batch else self.kv.get(key)
 
+        advanced: dict[Position, int] = {}
+        confirmed: list[str] = []
         for event in events:
-            own = advance and event.record.get("event_id") in self._own_pending
-            if own:
-                self._own_pending.discard(event.record["event_id"])
+            if advance and event.record.get("event_id") in self._own_pending:
+                confirmed.append(event.record["event_id"])
             else:
                 batch.update(reduce(read, event.kind, event.record))
             if advance:
-                position = (event.topic, event.partition)
-                self._positions[position] = event.offset + 1
+                advanced[(event.topic, event.partition)] = event.offset + 1
                 batch[f"{keys.POSITIONS}{event.topic}/{event.partition}"] = event.offset + 1
         if batch:
             self.kv.write(batch)
+        # Only once written: a batch that raised half-way leaves positions and pending as they were, so a
+        # retry folds the same events again instead of skipping them.
+        self._positions.update(advanced)
+        self._own_pending.difference_update(confirmed)
 
     def close(self) -> None:
         self.kv.close()

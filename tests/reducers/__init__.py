@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 
 from agl_events.events.codec import AvroCodec
+from agl_events.events.kinds import spec
 from agl_events.log.records import LoggedEvent, event
 from agl_events.reducers import Changes, reduce
-from agl_events.topics import EVENT_TOPIC
 
 View = dict[str, Any]
 
@@ -25,7 +25,7 @@ def logged(kind: str, key: str, time: float = 1.0, **fields: Any) -> LoggedEvent
     """Event `kind` decided at `time`, with the header every schema carries, as a reader gets it back."""
     record = event(kind, key, time, "test", **fields).record
     decoded = _CODEC.decode(_CODEC.encode(kind, record)).record
-    return LoggedEvent(kind, key, decoded, EVENT_TOPIC[kind].value, 0, 0)
+    return LoggedEvent(kind, key, decoded, spec(kind).topic.value, 0, 0)
 
 
 def apply(view: View, changes: Changes) -> None:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from agl_events.reducers import REDUCERS, keys, reduce
+import pytest
+
+from agl_events.events.kinds import UnknownEventKind
+from agl_events.reducers import keys, reduce
 from agl_events.reducers.changes import Pending
-from agl_events.store.kafka import VIEW_TOPICS
-from agl_events.topics import EVENT_TOPIC
 from tests.reducers import logged
 
 
-def test_every_kind_on_a_topic_the_view_follows_has_a_reducer() -> None:
-    followed = {kind for kind, topic in EVENT_TOPIC.items() if topic in VIEW_TOPICS}
-    assert set(REDUCERS) == followed
+def test_an_unknown_kind_is_refused_loudly() -> None:
+    with pytest.raises(UnknownEventKind, match="RolloutTeleported"):
+        reduce({}.get, "RolloutTeleported", {"rollout_id": "ro-a"})
 
 
 def test_kinds_outside_the_view_change_nothing() -> None:

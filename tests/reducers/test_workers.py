@@ -26,7 +26,7 @@ def test_a_first_heartbeat_creates_the_worker_with_its_stats() -> None:
     assert view[keys.worker("w-1")] == {
         "worker_id": "w-1", "status": "unknown", "heartbeat_stats": {"cpu": 0.5}, "last_heartbeat_time": 3.0,
         "last_dequeue_time": None, "last_busy_time": None, "last_idle_time": None,
-        "current_rollout_id": None, "current_attempt_id": None,
+        "current_rollout_id": None, "current_attempt_id": None, "ordinal": 0,
     }
     assert view[keys.count("workers")] == 1
 

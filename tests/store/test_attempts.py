@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from agl_events.types import Attempt, PaginatedResult, RolloutConfig
@@ -35,10 +33,11 @@ async def test_update_attempt_unknown_attempt(store):
 # -- fields and end_time --------------------------------------------------------------------------------
 
 
-async def test_end_time_only_for_failed_and_succeeded(store):
+async def test_end_time_only_for_failed_and_succeeded(store, clock):
     for status in ("failed", "succeeded"):
         ar = await store.start_rollout(input=1)
-        before = time.time()
+        clock.advance(1.0)  # decisions take the store clock
+        before = clock()
         att = await store.update_attempt(ar.rollout_id, ar.attempt.attempt_id, status=status)
         assert isinstance(att, Attempt) and att.status == status
         assert att.end_time is not None and att.end_time >= before

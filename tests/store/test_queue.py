@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from agl_events.types import AttemptedRollout
@@ -17,9 +15,10 @@ async def test_dequeue_is_fifo(store):
     assert await store.dequeue_rollout() is None
 
 
-async def test_dequeue_creates_preparing_attempt_and_syncs_worker(store):
+async def test_dequeue_creates_preparing_attempt_and_syncs_worker(store, clock):
     r = await store.enqueue_rollout(input={"x": 1})
-    before = time.time()
+    clock.advance(1.0)  # decisions take the store clock
+    before = clock()
     d = await store.dequeue_rollout(worker_id="w1")
     assert isinstance(d, AttemptedRollout) and d.rollout_id == r.rollout_id
     assert d.status == "preparing" and d.input == {"x": 1}

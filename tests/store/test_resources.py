@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 from agl_events.types import LLM, PaginatedResult, PromptTemplate, ResourcesUpdate
 from tests.store import RESOURCES_ID, llm, prompt
 
 
-async def test_add_resources_creates_version_one_and_becomes_latest(store):
+async def test_add_resources_creates_version_one_and_becomes_latest(store, clock):
     assert await store.get_latest_resources() is None
-    before = time.time()
+    clock.advance(1.0)  # decisions take the store clock
+    before = clock()
     res = await store.add_resources({"main": llm("a"), "tmpl": prompt()})
     assert isinstance(res, ResourcesUpdate)
     assert RESOURCES_ID.match(res.resources_id) and len(res.resources_id) == 15

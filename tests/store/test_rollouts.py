@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from agl_events.types import AttemptedRollout, EnqueueRolloutRequest, Rollout, RolloutConfig
@@ -12,10 +10,11 @@ from tests.store import ATTEMPT_ID, ROLLOUT_ID, llm
 # -- start_rollout -------------------------------------------------------------------------------------
 
 
-async def test_start_rollout_creates_preparing_rollout_with_first_attempt(store):
-    before = time.time()
+async def test_start_rollout_creates_preparing_rollout_with_first_attempt(store, clock):
+    clock.advance(1.0)  # decisions take the store clock
+    before = clock()
     ar = await store.start_rollout(input={"q": 1}, mode="train", worker_id="w1")
-    after = time.time()
+    after = clock() + 1e-3  # the store keeps its decision times strictly increasing (microsecond steps)
     assert isinstance(ar, AttemptedRollout)
     assert ROLLOUT_ID.match(ar.rollout_id) and ATTEMPT_ID.match(ar.attempt.attempt_id)
     assert ar.status == "preparing" and ar.mode == "train" and ar.input == {"q": 1}
@@ -142,10 +141,11 @@ async def test_update_rollout_accepts_explicit_none(store):
     assert got.input is None and got.mode is None and got.resources_id is None and got.metadata is None
 
 
-async def test_update_rollout_terminal_status_sets_end_time(store):
+async def test_update_rollout_terminal_status_sets_end_time(store, clock):
     for status in ("failed", "succeeded", "cancelled"):
         r = await store.enqueue_rollout(input=1)
-        before = time.time()
+        clock.advance(1.0)  # decisions take the store clock
+        before = clock()
         updated = await store.update_rollout(r.rollout_id, status=status)
         assert updated.status == status and updated.end_time is not None and updated.end_time >= before
         assert (await store.get_rollout_by_id(r.rollout_id)).end_time == updated.end_time

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 
 import pytest
 
@@ -117,10 +116,11 @@ async def test_span_for_unknown_rollout_or_attempt_raises(store):
 # -- spans as heartbeats --------------------------------------------------------------------------------
 
 
-async def test_first_span_turns_attempt_and_rollout_running(store):
+async def test_first_span_turns_attempt_and_rollout_running(store, clock):
     await store.enqueue_rollout(input=1)
     d = await store.dequeue_rollout()
-    before = time.time()
+    clock.advance(1.0)  # decisions take the store clock
+    before = clock()
     await store.add_span(make_span(d.rollout_id, d.attempt.attempt_id, 1))
     r = await store.get_rollout_by_id(d.rollout_id)
     assert r.status == "running" and r.attempt.status == "running"

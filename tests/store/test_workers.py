@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from agl_events.types import PaginatedResult, Worker
 from tests.store import llm, make_span
 
 
-async def test_update_worker_creates_unknown_worker(store):
-    before = time.time()
+async def test_update_worker_creates_unknown_worker(store, clock):
+    clock.advance(1.0)  # decisions take the store clock
+    before = clock()
     w = await store.update_worker("w1", {"cpu": 0.1, "mem": [1, 2]})
     assert isinstance(w, Worker) and w.worker_id == "w1" and w.status == "unknown"
     assert w.heartbeat_stats == {"cpu": 0.1, "mem": [1, 2]} and w.last_heartbeat_time >= before
