@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ConfigDict, ValidationError
 
-from agl_events.client import StoreClient
+from agl_events.server.client import StoreClient
 from agl_events.types import EnqueueRolloutRequest, Rollout
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agl_events.reducers import keys
-from agl_events.views.kv import KeyValue, RocksKV
+from agl_events.views.kv import KeyValue
+from agl_events.views.rocks import RocksKV
 from agl_events.views.store_view import StoreView
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agl_events.rewards import final_reward
+from agl_events.emitter.reward import find_final_reward
 from agl_events.store.service import EventSourcedStore
 from agl_events.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Span
 
@@ -58,7 +58,7 @@ class AlgorithmContext:
         rewards, attempts, adapted = [], [], []
         for rollout in finished:
             spans = list(await self.store.query_spans(rollout.rollout_id, "latest"))
-            rewards.append(final_reward(spans))
+            rewards.append(find_final_reward(spans))  # spans come in sequence-id order
             attempts.append((await self.store.query_attempts(rollout.rollout_id)).total)
             if self.adapter is not None:
                 adapted.append(self.adapter(spans))

@@ -32,7 +32,8 @@ from agl_events.events.codec import AvroCodec
 from agl_events.log.records import LoggedEvent, NewEvent
 from agl_events.topics import Topic
 from agl_events.tracer.kafka import span_added
-from agl_events.views.kv import DictKV, KeyValue, RocksKV
+from agl_events.views.kv import DictKV, KeyValue
+from agl_events.views.rocks import RocksKV
 from agl_events.views.store_view import StoreView
 
 

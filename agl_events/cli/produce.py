@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agl_events.cli.context import settings
-from agl_events.client import StoreClient, StoreUnavailableError, experiment_url
 from agl_events.produce import ProduceReport, produce_tasks
+from agl_events.server.client import StoreClient, StoreUnavailableError, experiment_url
 
 produce_app = typer.Typer(help="Put work into an experiment.", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)

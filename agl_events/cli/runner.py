@@ -11,13 +11,13 @@ from rich.console import Console
 
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
-from agl_events.client import experiment_url
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import stop_request
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
+from agl_events.server.client import experiment_url
 
 runner_app = typer.Typer(help="Run agents on tasks from the experiment's task topic.")
 console = Console()

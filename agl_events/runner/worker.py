@@ -21,13 +21,14 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agl_events.agent import LitAgent
-from agl_events.client import StoreClient, StoreUnavailableError
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
+from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
+from agl_events.server.client import StoreClient, StoreUnavailableError
 from agl_events.tracer import KafkaTracer
 from agl_events.types import AttemptedRollout, Claim, ResourcesUpdate
 
@@ -143,7 +144,7 @@ class Runner:
         try:
             async with tracer.trace_context(rid, aid, claimed.next_sequence_id):  # flushes spans on exit
                 result = await self._call_agent(rollout, resources.resources if resources else {})
-                tracer.record_result(result)
+                record_result(tracer, result)
         except Exception as exc:  # the agent's failure is the attempt's outcome, not the runner's
             log.warning("rollout %s attempt %s failed: %r", rid, aid, exc)
             log.debug("traceback", exc_info=True)

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agl_events.client import experiment_url
 from agl_events.config import Settings
 from agl_events.server.app import create_app, server_for
+from agl_events.server.client import experiment_url
 from agl_events.store.kafka import KafkaLightningStore
 
 

@@ -29,7 +29,7 @@ from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.follower import Follower
 from agl_events.store.service import EventSourcedStore
 from agl_events.topics import VIEW_TOPICS, Topic
-from agl_events.views.kv import RocksKV
+from agl_events.views.rocks import RocksKV
 from agl_events.views.store_view import StoreView
 
 log = logging.getLogger(__name__)

@@ -2,6 +2,5 @@
 
 from agl_events.tracer.convert import span_from_otel
 from agl_events.tracer.kafka import KafkaSpanProcessor, KafkaTracer, SpanFlushError, TraceContext
-from agl_events.tracer.results import record_result
 
-__all__ = ["KafkaSpanProcessor", "KafkaTracer", "SpanFlushError", "TraceContext", "record_result", "span_from_otel"]
+__all__ = ["KafkaSpanProcessor", "KafkaTracer", "SpanFlushError", "TraceContext", "span_from_otel"]

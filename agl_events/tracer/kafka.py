@@ -280,12 +280,6 @@ class KafkaTracer:
         """The spans produced for the current or last attempt (upstream's `Tracer.get_last_trace`)."""
         return self.processor.spans()
 
-    def record_result(self, result: Any) -> list[Span]:
-        """Produce what an agent returned (float reward, list of spans, None) into the active attempt."""
-        from agl_events.tracer.results import record_result
-
-        return record_result(self, result)
-
     def flush(self, timeout: float | None = None) -> None:
         """Return once Kafka acknowledged every span produced so far; SpanFlushError if any failed."""
         self.processor.flush(self.flush_timeout if timeout is None else timeout)

@@ -17,6 +17,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.writer import EventWriter
+from agl_events.runner.results import record_result
 from agl_events.tracer import KafkaTracer
 from agl_events.types import LLM, Attempt, AttemptedRollout, PromptTemplate, ProxyLLM, Rollout
 from tests.agent import read_spans
@@ -178,7 +179,7 @@ def test_returned_rewards_become_reward_spans_in_the_log(tracer: KafkaTracer, bo
         current = attempted(rid="ro-r", aid=aid)
         async with tracer.trace_context(current.rollout_id, current.attempt.attempt_id, first):
             result = await agent.execute({"q": 1}, RESOURCES, current)
-            tracer.record_result(result)
+            record_result(tracer, result)
 
     asyncio.run(run_attempt(agent, "at-1", 1))
     asyncio.run(run_attempt(SyncAgent(), "at-2", 3))  # returns 0.5 for q=1

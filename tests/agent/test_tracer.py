@@ -19,6 +19,7 @@ from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.reader import EventReader
 from agl_events.log.writer import EventWriter
+from agl_events.runner.results import record_result
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic
 from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
@@ -201,14 +202,14 @@ def test_returned_values_become_spans(tracer: KafkaTracer, bootstrap: str, exper
     core = SpanCoreFields(name="core", attributes={"k": "v"}, start_time=time.time(), end_time=time.time(),
                           status=TraceStatus(status_code="OK"))
     with tracer.trace_context("ro-5", "at-1", 10):
-        assert tracer.record_result(None) == []
-        tracer.record_result(0.5)
-        tracer.record_result(1)
-        tracer.record_result([foreign])
-        tracer.record_result(readable)
-        spans = tracer.record_result([core])
+        assert record_result(tracer, None) == []
+        record_result(tracer, 0.5)
+        record_result(tracer, 1)
+        record_result(tracer, [foreign])
+        record_result(tracer, readable)
+        spans = record_result(tracer, [core])
         with pytest.raises(ValueError, match="Invalid"):
-            tracer.record_result("text")
+            record_result(tracer, "text")
     assert [(s.name, s.sequence_id) for s in spans] == [
         ("agentlightning.annotation", 10), ("agentlightning.annotation", 11), ("user.span", 12),
         ("user.readable", 13), ("core", 14)]
@@ -218,7 +219,7 @@ def test_returned_values_become_spans(tracer: KafkaTracer, bootstrap: str, exper
     assert logged[2]["span_id"] == foreign.span_id  # produced as given, only re-stamped
     assert logged[4]["status"]["status_code"] == "OK" and logged[4]["attributes"] == {"k": "v"}
     with pytest.raises(RuntimeError, match="active trace_context"):
-        tracer.record_result(1.0)
+        record_result(tracer, 1.0)
 
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The data packages pyproject.toml maps in from elsewhere in the repository, and their folders there.
 MAPPED = {"agl_events._schemas": "schemas", "agl_events._kafka": "deploy/kafka"}
 #: Build outputs and local state of a checkout: not what `pip install .` of a fresh clone sees.

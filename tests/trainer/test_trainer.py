@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agl_events import Baseline, Trainer
 from agl_events.config import Settings
-from agl_events.demo_agent import adder
+from agl_events.demo.agent import adder
 from agl_events.types import PromptTemplate, RolloutConfig
 
 TEMPLATE = {"prompt_template": PromptTemplate(template="What is {a} + {b}?", engine="f-string")}

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agl_events.views.kv import DictKV, KeyValue, RocksKV
+from agl_events.views.kv import DictKV, KeyValue
+from agl_events.views.rocks import RocksKV
 
 
 @pytest.fixture(params=["dict", "rocks"])

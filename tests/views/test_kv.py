@@ -6,7 +6,8 @@ import random
 from pathlib import Path
 
 from agl_events.reducers import keys
-from agl_events.views.kv import KeyValue, RocksKV
+from agl_events.views.kv import KeyValue
+from agl_events.views.rocks import RocksKV
 
 
 def test_a_missing_key_reads_as_none(kv: KeyValue) -> None:

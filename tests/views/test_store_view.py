@@ -14,7 +14,8 @@ import pytest
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.store.memory import InMemoryLightningStore
-from agl_events.views.kv import KeyValue, RocksKV
+from agl_events.views.kv import KeyValue
+from agl_events.views.rocks import RocksKV
 from agl_events.views.store_view import StoreView
 from tests.reducers.workload import random_run
 from tests.store import make_span

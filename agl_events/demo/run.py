@@ -1,7 +1,7 @@
 """The end-to-end job `make demo` runs: a Trainer with real runner processes on the Kafka store.
 
 The Trainer publishes a prompt template, hosts the store, starts runner processes that take tasks from
-the task topic, run `demo_agent.adder` under the Kafka tracer and report back; about 10% of first
+the task topic, run `demo.agent.adder` under the Kafka tracer and report back; about 10% of first
 attempts fail and are retried by their RolloutConfig. Afterwards the view is rebuilt from offset 0 into
 an empty folder to show that the log alone holds the truth.
 """
@@ -20,7 +20,7 @@ from rich.table import Table
 
 from agl_events.algorithm import Baseline
 from agl_events.config import Settings
-from agl_events.demo_agent import adder
+from agl_events.demo.agent import adder
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.trainer import Trainer
 from agl_events.types import PromptTemplate, RolloutConfig

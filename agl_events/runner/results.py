@@ -1,5 +1,7 @@
 """What an agent returns, turned into spans of the attempt being traced (upstream runner's post-processing).
 
+The runner's job, not the tracer's: the tracer only ships spans, the runner decides what a result means.
+
 A number is the final reward: it becomes an `agentlightning.annotation` reward span via `emit_reward`.
 A list of spans (ours, OpenTelemetry's ReadableSpan, or SpanCoreFields) is produced as given, re-stamped
 with the attempt and fresh sequence ids. None means the tracer already saw everything.
@@ -8,7 +10,7 @@ with the attempt and fresh sequence ids. None means the tracer already saw every
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
@@ -17,10 +19,8 @@ from pydantic import BaseModel
 from agl_events.emitter.reward import emit_reward
 from agl_events.emitter.spans import SpanCoreFields, to_otel_status
 from agl_events.tracer.convert import otel_span_dict, untupled
+from agl_events.tracer.kafka import KafkaTracer
 from agl_events.types import Span
-
-if TYPE_CHECKING:
-    from agl_events.tracer.kafka import KafkaTracer
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,53 @@
+"""The view's KeyValue in RocksDB (rocksdict): what the Kafka store and the processor keep their views in.
+
+A batch of changes is one WriteBatch, together with the log positions it brings the view to, so a crash
+leaves either the old view and positions or the new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rocksdict import Options, Rdict, WriteBatch
+
+#: RocksDB memtable size per view (see RocksKV).
+WRITE_BUFFER_BYTES = 16 * 1024 * 1024
+
+
+class RocksKV:
+    """RocksDB through rocksdict in raw mode: bytes keys sort as the key space in `reducers.keys` expects."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        # A view is rebuilt by streaming the log through it: RocksDB's default 64 MB memtables made the
+        # store's memory grow with the history; 16 MB flush sooner at no measurable cost in fold speed.
+        options.set_write_buffer_size(WRITE_BUFFER_BYTES)
+        self._db = Rdict(str(path), options)
+
+    def get(self, key: str) -> Any:
+        raw = self._db.get(key.encode())
+        return None if raw is None else orjson.loads(raw)
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        start = prefix.encode()
+        for raw_key, raw in self._db.items(from_key=start):
+            if not raw_key.startswith(start):
+                return
+            yield raw_key.decode(), orjson.loads(raw)
+
+    def write(self, changes: Mapping[str, Any]) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for key, value in changes.items():
+            if value is None:
+                batch.delete(key.encode())
+            else:
+                batch.put(key.encode(), orjson.dumps(value))
+        self._db.write(batch)
+
+    def close(self) -> None:
+        self._db.close()
