@@ -84,18 +84,16 @@ class EventReader:
         return dict(self._positions)
 
     def poll(self, max_records: int = 1000, timeout: float = 0.1) -> list[LoggedEvent]:
-        """Up to `max_records` decoded events, waiting at most `timeout` for the first and never for more;
-        undecodable ones go to the dead-letter handler.
+        """Up to `max_records` decoded events within `timeout` (it waits the whole timeout unless that many
+        come); undecodable ones go to the dead-letter handler.
 
-        `consume(n, timeout)` alone would wait out its whole timeout whenever fewer than n records come: a
-        short timeout then spins while idle, a long one delays every reader of the fold. So: one blocking
-        `poll` for the first message, then whatever is already fetched, without waiting.
+        Why `consume(n, timeout)` and not a blocking `poll()` for the first record followed by a drain: with
+        the latter, the store's own acks=all appends intermittently took 30+ s (librdkafka's request timeout,
+        then a retry) under the runners' load; measured, not understood. The follower instead shortens the
+        timeout while records flow and lengthens it while idle (`store.follower`).
         """
-        first = self._consumer.poll(timeout)
-        if first is None:
-            return []
         out: list[LoggedEvent] = []
-        for msg in [first, *self._consumer.consume(max_records - 1, 0)] if max_records > 1 else [first]:
+        for msg in self._consumer.consume(max_records, timeout):
             error = msg.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:  # the end, even past offsets with no record
