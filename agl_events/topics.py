@@ -28,6 +28,7 @@ class Topic(StrEnum):
     WORKERS = "workers"
     TASKS = "tasks"
     CONTROL = "control"
+    SAMPLES = "samples"
     DLQ = "dlq"
 
 
@@ -78,6 +79,10 @@ LAYOUT: tuple[TopicSpec, ...] = (
               config={"cleanup.policy": "delete", "retention.ms": str(DAY_MS)},
               why="requests to runners (stop); apart from the workers topic so that every runner reads only "
                   "these, not every worker's liveness events"),
+    TopicSpec(topic=Topic.SAMPLES, key="rollout_id", partitions=3,
+              config={"retention.ms": FOREVER, "cleanup.policy": "delete"},
+              why="training samples the samples processor derives from finished rollouts, for trainers (a consumer "
+                  "group each); kept forever to export and retrain from, though rebuildable from the spans"),
     TopicSpec(topic=Topic.DLQ, key="source topic/partition/offset", partitions=1,
               config={"cleanup.policy": "delete", "retention.ms": str(30 * DAY_MS)},
               why="undecodable records, kept a month for inspection with their origin in headers"),

@@ -222,3 +222,17 @@ class PaginatedResult(BaseModel, Sequence[T], Generic[T]):  # type: ignore[misc]
         items = f"[{first}, ...]" if len(self.items) > 1 else first
         window = f"{self.offset}:" if self.limit == -1 else f"{self.offset}:{self.offset + self.limit}"
         return f"<PaginatedResult ({window} of {self.total}) {items}>"
+
+
+class Triplet(BaseModel):
+    """One LLM call of a trajectory, as Agent Lightning 0.3.0's adapters emit it.
+
+    `prompt` is `{"token_ids": [...], "raw_content": ...}`, `response` is `{"token_ids": [...], "raw_content":
+    ..., "logprobs": [...]}` (keys present when the spans had them), `metadata` holds `response_id` and
+    `agent_name`. Kept as loose dicts, as upstream, so every adapter's extras travel unchanged.
+    """
+
+    prompt: Any
+    response: Any
+    reward: float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)

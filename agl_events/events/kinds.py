@@ -24,17 +24,20 @@ class Kind(StrEnum):
     ATTEMPT_HEARTBEAT = "AttemptHeartbeat"
     SPAN_ADDED = "SpanAdded"
     SPAN_SEQUENCE_RESERVED = "SpanSequenceReserved"
+    ROLLOUT_FINISHED = "RolloutFinished"
     RESOURCES_PUBLISHED = "ResourcesPublished"
     RESOURCES_UPDATED = "ResourcesUpdated"
     WORKER_HEARTBEAT = "WorkerHeartbeat"
     WORKER_STATUS_CHANGED = "WorkerStatusChanged"
     RUNNERS_STOP_REQUESTED = "RunnersStopRequested"
     TASK_DISPATCHED = "TaskDispatched"
+    SAMPLE_ADDED = "SampleAdded"
 
 
 @dataclass(frozen=True)
 class KindSpec:
-    """Where a kind lives. `folded`: the store's view changes with it (else it is a message to runners)."""
+    """Where a kind lives. `folded`: the store's view changes with it (else it is for other readers: runners,
+    the samples processor, trainers)."""
 
     topic: Topic
     folded: bool = True
@@ -51,12 +54,14 @@ KINDS: dict[str, KindSpec] = {
     Kind.ATTEMPT_HEARTBEAT: KindSpec(Topic.ATTEMPTS),
     Kind.SPAN_ADDED: KindSpec(Topic.SPANS),
     Kind.SPAN_SEQUENCE_RESERVED: KindSpec(Topic.SPANS),
+    Kind.ROLLOUT_FINISHED: KindSpec(Topic.SPANS, folded=False),
     Kind.RESOURCES_PUBLISHED: KindSpec(Topic.RESOURCES),
     Kind.RESOURCES_UPDATED: KindSpec(Topic.RESOURCES),
     Kind.WORKER_HEARTBEAT: KindSpec(Topic.WORKERS),
     Kind.WORKER_STATUS_CHANGED: KindSpec(Topic.WORKERS),
     Kind.RUNNERS_STOP_REQUESTED: KindSpec(Topic.CONTROL, folded=False),
     Kind.TASK_DISPATCHED: KindSpec(Topic.TASKS, folded=False),
+    Kind.SAMPLE_ADDED: KindSpec(Topic.SAMPLES, folded=False),
 }
 
 #: Kinds after which a rollout may have reached a finished status (wakes `wait_for_rollouts`).

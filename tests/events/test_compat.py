@@ -65,8 +65,12 @@ def test_changing_a_nested_field_type_is_reported(schemas_copy: Path) -> None:
 
     _edit(schemas_copy / "types" / "Attempt.avsc", retype)
     problems = check_backward_compatibility(schemas_copy)
-    assert {p.event for p in problems} == {"AttemptCreated", "AttemptUpdated"}
-    assert all(p.path == "$.attempt.sequence_id" and "int cannot be read as string" in p.reason for p in problems)
+    assert {p.event for p in problems} == {"AttemptCreated", "AttemptUpdated", "RolloutFinished"}
+    by_event = {p.event: p for p in problems}
+    assert all(by_event[e].path == "$.attempt.sequence_id" and "int cannot be read as string" in by_event[e].reason
+               for e in ("AttemptCreated", "AttemptUpdated"))
+    # RolloutFinished holds the attempt in a union with null: the union is what no longer reads.
+    assert by_event["RolloutFinished"].path == "$.attempt" and "union" in by_event["RolloutFinished"].reason
 
 
 def test_removing_an_event_kind_is_reported(schemas_copy: Path) -> None:

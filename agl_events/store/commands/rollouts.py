@@ -10,6 +10,7 @@ from agl_events.reducers import keys
 from agl_events.store.base import UNSET
 from agl_events.store.commands.attempts import create_attempt, set_rollout_status
 from agl_events.store.commands.dispatch import dispatch
+from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import mark_idle_after_empty_dequeue, sync_worker_with_attempt
 from agl_events.store.context import DecisionContext, new_rollout_id
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, Rollout, RolloutConfig
@@ -99,6 +100,7 @@ def update_rollout(ctx: DecisionContext, rid: str, **given: Any) -> dict[str, An
     if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None:
         queue_seq = ctx.next_queue_seq()
     ctx.emit("RolloutUpdated", rid, rollout=rollout_record(updated), changed=changed, queue_seq=queue_seq)
+    announce_finished(ctx, rid, rollout["status"])
     if queue_seq is not None:
         dispatch(ctx, updated, queue_seq)
     return updated

@@ -1,0 +1,1 @@
+"""Training samples: finished rollouts as adapter output, on the samples topic, read by trainers in batches."""

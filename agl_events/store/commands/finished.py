@@ -1,0 +1,40 @@
+"""Announcing a finished rollout on its span partition, for consumers that read spans only.
+
+A trainer's samples are built from a rollout's spans once it has finished. Spans (6 partitions) and
+rollouts (3) are not co-partitioned, so a span consumer cannot rely on the rollouts topic to know when a
+trace is complete; `RolloutFinished` is appended to the rollout's span partition instead. The store
+decides a finish only after its view has read the spans its runner reported (`finish_attempt` waits on
+the tracer's offsets), so in that partition the record comes after them.
+"""
+
+from __future__ import annotations
+
+from agl_events.events.convert import attempt_record, rollout_record
+from agl_events.reducers import keys
+from agl_events.store.context import DecisionContext
+from agl_events.types import FINISHED_STATUSES
+
+
+def announce_finished(ctx: DecisionContext, rid: str, previous_status: str) -> None:
+    """Emit RolloutFinished when the rollout (already updated in `ctx`) has just entered a final status."""
+    rollout = ctx.rollout(rid)
+    assert rollout is not None
+    if rollout["status"] not in FINISHED_STATUSES or previous_status in FINISHED_STATUSES:
+        return
+    attempt = ctx.latest_attempt(rid)
+    ctx.emit("RolloutFinished", rid, rollout=rollout_record(rollout),
+             attempt=None if attempt is None else attempt_record(attempt),
+             resources_generation=resources_generation(ctx, rollout["resources_id"]))
+
+
+def resources_generation(ctx: DecisionContext, resources_id: str | None) -> int | None:
+    """Rank (1-based) of `resources_id` among every resources id by create time (ties by id).
+
+    Create times never change and survive compaction of the resources topic, so the rank is the same on
+    every rebuild; it is what "k versions back" counts in. None for no or unknown resources.
+    """
+    if resources_id is None or ctx.get(keys.resources(resources_id)) is None:
+        return None
+    order = sorted((snapshot["create_time"], snapshot["resources_id"])
+                   for _, snapshot in ctx.scan(keys.RESOURCES))
+    return 1 + [rid for _, rid in order].index(resources_id)
