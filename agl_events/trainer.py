@@ -87,7 +87,8 @@ class Trainer:
                     pool.start()
                 log.info("store for runners: %s", url)
                 with _progress_bar(self.progress) as on_progress:
-                    ctx = AlgorithmContext(store, self.adapter, self.rollout_config, on_progress=on_progress)
+                    ctx = AlgorithmContext(store, self.adapter, self.rollout_config, on_progress=on_progress,
+                                           settings=settings)
                     return await algorithm.run(ctx, train, val)
             finally:
                 await self._shutdown(settings, pool)

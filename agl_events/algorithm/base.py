@@ -1,4 +1,10 @@
-"""The algorithm contract, and the context the Trainer hands an algorithm."""
+"""The algorithm contract, and the context the Trainer hands an algorithm.
+
+Two ways to get training data, both here: `run_split` (enqueue a dataset, wait, read spans back: evaluation,
+APO-style scoring) and `sample_stream` (batches from the samples topic, which the samples processor fills
+as rollouts finish: GRPO-style training). `publish_resources` is how an algorithm hands runners a new
+prompt or model version: rollouts enqueued after it name it, so runners run them with it.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agl_events.config import Settings
 from agl_events.emitter.reward import find_final_reward
+from agl_events.events.codec import AvroCodec
+from agl_events.samples.batching import BatchPolicy
+from agl_events.samples.generations import generation_of
+from agl_events.samples.model import DATA_ID_KEY, GROUP_SIZE_KEY
+from agl_events.samples.stream import SampleStream
 from agl_events.store.service import EventSourcedStore
-from agl_events.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Span
+from agl_events.types import EnqueueRolloutRequest, NamedResources, ResourcesUpdate, Rollout, RolloutConfig, Span
 
 Adapter = Callable[[Sequence[Span]], Any]
 
@@ -47,6 +59,42 @@ class AlgorithmContext:
     rollout_config: RolloutConfig = field(default_factory=RolloutConfig)
     poll_interval: float = 1.0
     on_progress: Callable[[str, int, int], None] | None = None  # (mode, finished, total)
+    settings: Settings | None = None  # where the samples topic is (the Trainer's settings)
+
+    async def publish_resources(self, resources: NamedResources) -> ResourcesUpdate:
+        """A new resources version (a prompt template, a model version): the next generation, and the one
+        `enqueue_groups` names from now on."""
+        return await self.store.add_resources(resources)
+
+    async def current_generation(self) -> int | None:
+        """The generation of the latest resources (see `samples.generations`); None before any."""
+        latest = await self.store.get_latest_resources()
+        if latest is None:
+            return None
+        every = await self.store.query_resources()
+        return generation_of(latest.resources_id, ((r.create_time, r.resources_id) for r in every))
+
+    async def enqueue_groups(self, dataset: Sequence[Any], group_size: int, mode: str = "train",
+                             resources_id: str | None = None, data_ids: Sequence[str] | None = None
+                             ) -> list[Rollout]:
+        """`group_size` rollouts per item, under the latest resources unless told; each rollout's metadata
+        carries its task's data id and the group size, so its samples form one complete group (GRPO)."""
+        if resources_id is None:
+            latest = await self.store.get_latest_resources()
+            resources_id = latest.resources_id if latest is not None else None
+        ids = list(data_ids) if data_ids is not None else [str(i) for i in range(len(dataset))]
+        requests = [EnqueueRolloutRequest(input=item, mode=mode, resources_id=resources_id, config=self.rollout_config,
+                                          metadata={DATA_ID_KEY: data_id, GROUP_SIZE_KEY: group_size})
+                    for item, data_id in zip(dataset, ids, strict=True) for _ in range(group_size)]
+        return list(await self.store.enqueue_many_rollouts(requests))
+
+    def sample_stream(self, policy: BatchPolicy | None = None, *, group: str | None = None) -> SampleStream:
+        """Batches from the samples topic, staleness judged against the latest resources generation."""
+        if self.settings is None:
+            raise RuntimeError("sample_stream needs the context's settings (the Trainer sets them)")
+        return SampleStream(self.settings.bootstrap_servers, self.settings.experiment,
+                            AvroCodec.from_url(self.settings.schema_registry_url), policy, group=group,
+                            current_generation=self.current_generation)
 
     async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None) -> SplitResult:
         """Enqueue one rollout per item, wait until all finished, read their spans back."""

@@ -105,18 +105,22 @@ class EventReader:
             topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
             self._positions[(topic, partition)] = offset + 1
             try:
-                decoded = self.codec.decode(msg.value() or b"")
+                out.append(decode_message(self.codec, msg))
             except CodecError as exc:
                 self.dead_lettered += 1
                 log.error("undecodable record at %s[%d]@%d: %s", topic, partition, offset, exc)
                 if self._dead_letter is not None:
                     self._dead_letter(msg, exc)
-                continue
-            key = msg.key()
-            out.append(LoggedEvent(decoded.name, key.decode() if key else None, decoded.record,
-                                   topic, partition, offset, dict(msg.headers() or [])))
         return out
 
     def close(self) -> None:
         self._consumer.close()
         self._meta.close()
+
+
+def decode_message(codec: AvroCodec, msg: Message) -> LoggedEvent:
+    """A consumed record as an event at its position; raises CodecError when it cannot be decoded."""
+    decoded = codec.decode(msg.value() or b"")
+    key = msg.key()
+    return LoggedEvent(decoded.name, key.decode() if key else None, decoded.record,
+                       msg.topic() or "", msg.partition() or 0, msg.offset() or 0, dict(msg.headers() or []))

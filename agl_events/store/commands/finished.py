@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from agl_events.events.convert import attempt_record, rollout_record
 from agl_events.reducers import keys
+from agl_events.samples.generations import generation_of
 from agl_events.store.context import DecisionContext
 from agl_events.types import FINISHED_STATUSES
 
@@ -28,13 +29,8 @@ def announce_finished(ctx: DecisionContext, rid: str, previous_status: str) -> N
 
 
 def resources_generation(ctx: DecisionContext, resources_id: str | None) -> int | None:
-    """Rank (1-based) of `resources_id` among every resources id by create time (ties by id).
-
-    Create times never change and survive compaction of the resources topic, so the rank is the same on
-    every rebuild; it is what "k versions back" counts in. None for no or unknown resources.
-    """
+    """The rollout's resources generation (see `samples.generations`), from every snapshot in the view."""
     if resources_id is None or ctx.get(keys.resources(resources_id)) is None:
         return None
-    order = sorted((snapshot["create_time"], snapshot["resources_id"])
-                   for _, snapshot in ctx.scan(keys.RESOURCES))
-    return 1 + [rid for _, rid in order].index(resources_id)
+    return generation_of(resources_id, ((snapshot["create_time"], snapshot["resources_id"])
+                                        for _, snapshot in ctx.scan(keys.RESOURCES)))

@@ -1,0 +1,26 @@
+"""Resources generations: the global order of resources ids that staleness is counted in.
+
+Resources ids are created by `add_resources` at any time and never renamed; ranking them by create time
+(ties by id) gives every id a 1-based generation that stays the same on every rebuild, even after the
+compacted resources topic dropped older snapshots. "k versions back" means k generations before the
+latest. Pure: callers pass the snapshots they have (the store's view, or `query_resources`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def generation_of(resources_id: str | None, snapshots: Iterable[tuple[float, str]]) -> int | None:
+    """The generation of `resources_id` among `(create_time, resources_id)` pairs; None if absent."""
+    if resources_id is None:
+        return None
+    order = [rid for _, rid in sorted(snapshots)]
+    return order.index(resources_id) + 1 if resources_id in order else None
+
+
+def is_stale(generation: int | None, current: int | None, max_staleness: int | None) -> bool:
+    """Too many generations behind `current`? Unversioned samples and unbounded staleness never are."""
+    if generation is None or current is None or max_staleness is None:
+        return False
+    return current - generation > max_staleness
