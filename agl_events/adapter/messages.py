@@ -103,7 +103,8 @@ class TraceToMessages(TraceAdapter[list[OpenAIMessages]]):
     Tool calls are the `tool.*` attributes of the span's direct children (upstream assumes the same).
     """
 
-    def tool_calls(self, completion: Span, all_spans: Sequence[Span], /) -> Iterator[dict[str, Any]]:
+    def get_tool_calls(self, completion: Span, all_spans: Sequence[Span], /) -> Iterator[dict[str, Any]]:
+        """The `tool.*` attributes of each direct child of `completion` that has any."""
         for child in all_spans:
             if child.parent_id != completion.span_id:
                 continue
@@ -123,5 +124,5 @@ class TraceToMessages(TraceAdapter[list[OpenAIMessages]]):
                     raise ValueError(f"Extracted {name} from trace is not a {kind.__name__}: {parts[name]}")
             if any(parts.values()):
                 records.append(to_openai_messages(parts["prompt"] or [], parts["completion"] or [],  # type: ignore[arg-type]
-                                                  parts["request"] or {}, list(self.tool_calls(span, source))))  # type: ignore[arg-type]
+                                                  parts["request"] or {}, list(self.get_tool_calls(span, source))))  # type: ignore[arg-type]
         return records

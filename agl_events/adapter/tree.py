@@ -151,9 +151,8 @@ class TraceTree:
         if (within_matching_subtree is not None and within_reward is not True
                 and re.search(llm_call_match, self.span.name) is not None):
             response_id = first_string(self.span.attributes, RESPONSE_ID)
-            if response_id is None and within_llm_call:
-                pass  # a wrapper's inner request, the same call again
-            elif response_id is None or response_id not in seen_response_ids:
+            inner_request = response_id is None and within_llm_call  # a wrapper's own client call, the same call
+            if not inner_request and response_id not in seen_response_ids:
                 calls.append((self, within_matching_subtree))
                 if response_id is not None:
                     seen_response_ids.add(response_id)
@@ -182,10 +181,10 @@ class TraceTree:
                 _assign_rewards(node.children, call_ids, rewards)
         return rewards
 
-    def to_trajectory(self, llm_call_match: str = r"openai\.chat\.completion", agent_match: str | None = None,
+    def to_trajectory(self, *, llm_call_match: str = r"openai\.chat\.completion", agent_match: str | None = None,
                       exclude_llm_call_in_reward: bool = True,
                       reward_match: RewardMatchPolicy | str = RewardMatchPolicy.FIRST_OCCURRENCE,
-                      skip_empty_token_spans: bool = False) -> list[Triplet]:
+                      _skip_empty_token_spans: bool = False) -> list[Triplet]:
         """One triplet per LLM call in tree order, each with its matched reward (or None)."""
         calls = self.find_llm_calls(
             llm_call_match=llm_call_match, agent_match=agent_match,
@@ -195,7 +194,7 @@ class TraceTree:
         kept: list[tuple[TraceTree, Triplet]] = []
         for node, agent in calls:
             triplet = llm_call_triplet(node.span, agent)
-            if skip_empty_token_spans and (not triplet.prompt["token_ids"] or not triplet.response["token_ids"]):
+            if _skip_empty_token_spans and (not triplet.prompt["token_ids"] or not triplet.response["token_ids"]):
                 log.warning("Skipping LLM call with unrecorded token IDs: %s", triplet)
                 continue
             kept.append((node, triplet))

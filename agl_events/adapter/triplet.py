@@ -44,4 +44,4 @@ class TracerTraceToTriplet(TraceToTripletBase):
         return tree.to_trajectory(llm_call_match=self.llm_call_match, agent_match=self.agent_match,
                                   exclude_llm_call_in_reward=self.exclude_llm_call_in_reward,
                                   reward_match=self.reward_match,
-                                  skip_empty_token_spans=self._skip_empty_token_spans)
+                                  _skip_empty_token_spans=self._skip_empty_token_spans)

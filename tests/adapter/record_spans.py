@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -28,6 +29,21 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from opentelemetry import trace
+
+from agl_events.config import Settings
+from agl_events.emitter import emit_reward, operation
+from agl_events.emitter.attributes import flatten_attributes
+from agl_events.emitter.spans import get_otel_tracer
+from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topics, delete_topics
+from agl_events.log.clients import make_admin
+from agl_events.log.writer import EventWriter
+from agl_events.semconv import AGL_REWARD
+from agl_events.tracer import KafkaTracer
+from agl_events.types import Span
+from tests.agent import read_spans
 
 SPANS_DIR = Path(__file__).parent / "spans"
 LEGACY_MODEL = "tiny-legacy"  # answered the way older vLLM did: top-level response_token_ids, per choice
@@ -104,8 +120,6 @@ def fake_vllm() -> Iterator[str]:
 
 def complete(base_url: str, **request: Any) -> dict[str, Any]:
     """One chat completion from the fake model, as the raw JSON vLLM returns (our side uses no OpenAI SDK)."""
-    import urllib.request
-
     req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(request).encode(),
                                  headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as reply:
@@ -116,8 +130,6 @@ def complete(base_url: str, **request: Any) -> dict[str, Any]:
 def gen_ai_attributes(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     """What OpenTelemetry's openai instrumentation (AgentOps, OpenLLMetry) records, with upstream's token-id
     patch: gen_ai.* keys, `prompt_token_ids` / `response_token_ids`, and `logprobs.content` JSON."""
-    from agl_events.emitter.attributes import flatten_attributes
-
     choice = response["choices"][0]
     attributes: dict[str, Any] = {"gen_ai.system": "OpenAI", "gen_ai.request.model": request["model"],
                                   "gen_ai.response.id": response["id"], "gen_ai.response.model": response["model"]}
@@ -146,8 +158,6 @@ def gen_ai_attributes(request: dict[str, Any], response: dict[str, Any]) -> dict
 def weave_attributes(request: dict[str, Any], response: dict[str, Any], variant: str) -> dict[str, Any]:
     """What Weave records: the call's input and output flattened under agentlightning.operation.*; the
     response token ids sit where the vLLM/SDK version put them (`variant`)."""
-    from agl_events.emitter.attributes import flatten_attributes
-
     output = json.loads(json.dumps(response))
     choice = output["choices"][0]
     completion_ids = choice.pop("token_ids", None) or output.pop("response_token_ids")[0]
@@ -164,8 +174,6 @@ def weave_attributes(request: dict[str, Any], response: dict[str, Any], variant:
 def llm_span(base_url: str, style: str = "gen_ai", name: str = "openai.chat.completion",
              **request: Any) -> Iterator[dict[str, Any]]:
     """An LLM-call span (current for the block, so spans inside nest under it) around one model call."""
-    from agl_events.emitter.spans import get_otel_tracer
-
     with get_otel_tracer().start_as_current_span(name) as span:
         response = complete(base_url, **request)
         attributes = gen_ai_attributes(request, response) if style == "gen_ai" else weave_attributes(
@@ -176,8 +184,6 @@ def llm_span(base_url: str, style: str = "gen_ai", name: str = "openai.chat.comp
 
 def tool_span(call: dict[str, Any], result: str) -> None:
     """A tool execution recorded the way AgentOps tool spans are read by TraceToMessages: `tool.*`."""
-    from agl_events.emitter.spans import get_otel_tracer
-
     with get_otel_tracer().start_as_current_span("tool.add") as span:
         span.set_attributes({"tool.name": call["function"]["name"], "tool.parameters": call["function"]["arguments"],
                              "tool.call.id": call["id"], "tool.call.type": call["type"], "tool.result": result})
@@ -191,10 +197,6 @@ def agents_run(base_url: str) -> None:
     """Two agents under a session span: tool use, every token-id convention, a wrapper that reports its inner
     request again (with and without a response id), an LLM judge inside an AGL 0.3 reward operation, and
     rewards at three depths (multi-dimensional at the end)."""
-    from agl_events.emitter import emit_reward, operation
-    from agl_events.emitter.spans import get_otel_tracer
-    from agl_events.semconv import AGL_REWARD
-
     otel = get_otel_tracer()
     with otel.start_as_current_span("agent.run"):
         with otel.start_as_current_span("planner", attributes={"agent.name": "planner"}):
@@ -232,9 +234,6 @@ def agents_run(base_url: str) -> None:
 def threads_run(base_url: str) -> None:
     """Calls made on worker threads, which carry no OpenTelemetry context: their spans are roots, enclosed in
     time by the agent span that waited for them (what repair_hierarchy re-parents); a helper outside."""
-    from agl_events.emitter import emit_reward
-    from agl_events.emitter.spans import get_otel_tracer
-
     otel = get_otel_tracer()
 
     def on_thread(fn: Callable[[], None]) -> None:
@@ -261,11 +260,6 @@ def threads_run(base_url: str) -> None:
 def remote_parent_run(base_url: str) -> None:
     """An agent continuing a trace started elsewhere (its parent span is in another process, so missing
     here), and a reward emitted outside it: one virtual parent and two roots."""
-    from opentelemetry import trace
-
-    from agl_events.emitter import emit_reward
-    from agl_events.emitter.spans import get_otel_tracer
-
     remote = trace.SpanContext(trace_id=0x1234, span_id=0x5678, is_remote=True,
                                trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
     with get_otel_tracer().start_as_current_span("agent", context=trace.set_span_in_context(
@@ -280,15 +274,6 @@ def remote_parent_run(base_url: str) -> None:
 
 def record_ours(run: Callable[[str], None]) -> list[dict[str, Any]]:
     """Run under a KafkaTracer on the broker, then read the spans back from the log, as the store serves them."""
-    from agl_events.config import Settings
-    from agl_events.events.codec import AvroCodec
-    from agl_events.log.admin import create_topics, delete_topics
-    from agl_events.log.clients import make_admin
-    from agl_events.log.writer import EventWriter
-    from agl_events.tracer import KafkaTracer
-    from agl_events.types import Span
-    from tests.agent import read_spans
-
     bootstrap = Settings.from_env().bootstrap_servers
     experiment = f"record{uuid.uuid4().hex[:8]}"
     create_topics(make_admin(bootstrap), experiment)
@@ -307,7 +292,7 @@ def record_ours(run: Callable[[str], None]) -> list[dict[str, Any]]:
         delete_topics(make_admin(bootstrap), f"agl.{experiment}")
 
 
-# -- upstream's side -------------------------------------------------------------------------------
+# -- upstream's side (imported where used: agentlightning takes seconds to import, ours_* runs skip it) --
 async def _upstream_agentops(base_url: str) -> list[Any]:
     """Upstream's AgentOps tracer: openai calls instrumented (token ids, logprobs), AgentOps @agent spans,
     every reward format upstream reads (emit_reward, the deprecated @reward on AgentOps, the v0.2
