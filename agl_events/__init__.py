@@ -24,6 +24,10 @@ _LAZY: dict[str, str] = {
     "KafkaTracer": "agl_events.tracer",
     "Trainer": "agl_events.trainer",
     "Baseline": "agl_events.algorithm",
+    "TraceAdapter": "agl_events.adapter",
+    "TracerTraceToTriplet": "agl_events.adapter",
+    "LlmProxyTraceToTriplet": "agl_events.adapter",
+    "TraceToMessages": "agl_events.adapter",
     "KafkaLightningStore": "agl_events.store.kafka",
     "InMemoryLightningStore": "agl_events.store.memory",
 }
@@ -31,6 +35,10 @@ _LAZY: dict[str, str] = {
 __all__ = ["__version__", *_LAZY]
 
 if TYPE_CHECKING:  # what type checkers see; the redundant aliases mark them as re-exports
+    from agl_events.adapter import LlmProxyTraceToTriplet as LlmProxyTraceToTriplet
+    from agl_events.adapter import TraceAdapter as TraceAdapter
+    from agl_events.adapter import TracerTraceToTriplet as TracerTraceToTriplet
+    from agl_events.adapter import TraceToMessages as TraceToMessages
     from agl_events.agent import LitAgent as LitAgent
     from agl_events.agent import rollout as rollout
     from agl_events.algorithm import Baseline as Baseline

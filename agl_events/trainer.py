@@ -19,9 +19,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from agl_events.adapter.build import AdapterSpec, build_adapter
 from agl_events.agent import LitAgent
 from agl_events.algorithm import Algorithm, AlgorithmContext, Baseline, SplitResult
-from agl_events.algorithm.base import Adapter
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
@@ -37,15 +37,20 @@ log = logging.getLogger(__name__)
 
 class Trainer:
     def __init__(self, algorithm: Algorithm | None = None, n_runners: int = 1,
-                 initial_resources: NamedResources | None = None, adapter: Adapter | None = None, *,
+                 initial_resources: NamedResources | None = None, adapter: AdapterSpec = None, *,
                  settings: Settings | None = None, rollout_config: RolloutConfig | None = None,
                  host: str = "127.0.0.1", port: int | None = None, view_dir: Path | None = None,
                  progress: bool = True) -> None:
-        """`n_runners=0` starts no runner: runners elsewhere join with the printed store URL."""
+        """`n_runners=0` starts no runner: runners elsewhere join with the printed store URL.
+
+        `adapter` is upstream's component spec: an instance, a class, a factory, an import string or short
+        name (`"TraceToMessages"`), or a dict (`{"type": ..., **kwargs}`; without `type`, TracerTraceToTriplet's
+        kwargs); None means TracerTraceToTriplet(). Algorithms get it as `ctx.adapter`.
+        """
         self.algorithm = algorithm or Baseline()
         self.n_runners = n_runners
         self.initial_resources = initial_resources
-        self.adapter = adapter
+        self.adapter = build_adapter(adapter)
         self.settings = settings or Settings.from_env()
         self.rollout_config = rollout_config or RolloutConfig()
         self.host = host

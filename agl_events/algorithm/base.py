@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agl_events.adapter.base import TraceAdapter
 from agl_events.config import Settings
 from agl_events.emitter.reward import find_final_reward
 from agl_events.events.codec import AvroCodec
@@ -21,9 +22,7 @@ from agl_events.samples.generations import generation_of
 from agl_events.samples.model import DATA_ID_KEY, GROUP_SIZE_KEY
 from agl_events.samples.stream import SampleStream
 from agl_events.store.service import EventSourcedStore
-from agl_events.types import EnqueueRolloutRequest, NamedResources, ResourcesUpdate, Rollout, RolloutConfig, Span
-
-Adapter = Callable[[Sequence[Span]], Any]
+from agl_events.types import EnqueueRolloutRequest, NamedResources, ResourcesUpdate, Rollout, RolloutConfig
 
 
 @dataclass
@@ -55,7 +54,7 @@ class AlgorithmContext:
     """The store (in the Trainer's process), the adapter, and helpers every algorithm needs."""
 
     store: EventSourcedStore
-    adapter: Adapter | None = None
+    adapter: TraceAdapter[Any] | None = None
     rollout_config: RolloutConfig = field(default_factory=RolloutConfig)
     poll_interval: float = 1.0
     on_progress: Callable[[str, int, int], None] | None = None  # (mode, finished, total)
@@ -108,8 +107,8 @@ class AlgorithmContext:
             spans = list(await self.store.query_spans(rollout.rollout_id, "latest"))
             rewards.append(find_final_reward(spans))  # spans come in sequence-id order
             attempts.append((await self.store.query_attempts(rollout.rollout_id)).total)
-            if self.adapter is not None:
-                adapted.append(self.adapter(spans))
+            if self.adapter is not None:  # a rollout without spans adapts to nothing, as upstream's daemon has it
+                adapted.append(self.adapter(spans) if spans else [])
         return SplitResult(mode, finished, rewards, attempts, adapted)
 
     async def wait_all(self, rollout_ids: list[str], mode: str = "") -> list[Rollout]:

@@ -28,6 +28,7 @@ def test_dev_runs_the_dataset_once_through_everything(settings: Settings, tmp_pa
     assert result.mode == "val" and result.succeeded == 10
     assert [r.input for r in result.rollouts] == dataset
     assert result.rewards == [_expected_reward(item) for item in dataset]
+    assert result.adapted == [[] for _ in dataset]  # the default TracerTraceToTriplet: adder makes no LLM calls
 
 
 def test_fit_with_baseline_reports_train_and_val(settings: Settings, tmp_path: Path) -> None:
