@@ -19,7 +19,7 @@ them again. Either way a sampled attempt's later spans and repeated markers are 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,10 +161,6 @@ class SampleBuffer:
 
     def stats(self) -> dict[str, int]:
         return {"buffered_spans": self.kv.get(N_BUFFERED) or 0, "sampled": self.kv.get(N_SAMPLED) or 0}
-
-    def buffered_spans(self, rid: str, aid: str | None = None) -> Iterator[tuple[str, Any]]:
-        """What is buffered for one attempt (or every attempt) of a rollout, in key order."""
-        return self.kv.scan(buffered_of(rid, aid))
 
     def close(self) -> None:
         self.kv.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agl_events.samples.buffer import Folded, SampleBuffer
+from agl_events.samples.buffer import Folded, SampleBuffer, buffered_of
 from agl_events.samples.build import build_sample
 from agl_events.views.kv import DictKV
 from agl_events.views.rocks import RocksKV
@@ -45,8 +45,8 @@ def test_a_finished_attempt_becomes_one_sample_from_its_own_spans_in_sequence_or
     assert buffer.positions == {(TOPIC, 0): 5}
     # ro-1's spans are gone, the earlier attempt's too; ro-2's wait for its own marker.
     assert buffer.stats() == {"buffered_spans": 1, "sampled": 1}
-    assert list(buffer.buffered_spans("ro-1")) == []
-    assert [k for k, _ in buffer.buffered_spans("ro-2")] == [f"b/ro-2/at-2/{1:016d}/{2:016d}"]
+    assert list(buffer.kv.scan(buffered_of("ro-1"))) == []
+    assert [k for k, _ in buffer.kv.scan(buffered_of("ro-2"))] == [f"b/ro-2/at-2/{1:016d}/{2:016d}"]
 
 
 def test_a_fold_repeated_before_its_commit_builds_the_same_sample() -> None:
