@@ -1,8 +1,10 @@
 """A processor worker as a child process, for whoever needs one next to it: the Trainer, tests, scripts.
 
-A faust worker owns its event loop and signal handlers, so it runs in a process of its own, started as a
-user would start it (`python -m agl_events ... samples ...`), its output in a log file. Stopping it with
-SIGTERM is a clean stop: its streams drain, its state is closed, it leaves the group.
+A faust worker owns its event loop and signal handlers, so it runs in a process of its own: `python -m
+processors.<app>` (what `agl-events processor` / `agl-events samples` run, without the command line's
+imports), its output in a log file, its settings passed on. Stopping it with SIGTERM is a clean stop:
+its streams drain, its state is closed, it leaves the group. It inherits the caller's working directory,
+so an adapter module next to the caller's script is importable in the worker too.
 """
 
 from __future__ import annotations
@@ -22,22 +24,21 @@ from agl_events.samples.resolve import DEFAULT_ADAPTER
 
 
 class WorkerProcess:
-    """One `agl-events <command>` worker (processor, samples) in a child process with its own web port."""
+    """One processor worker (`processors.views`, `processors.samples`) in a child process, own web port."""
 
-    def __init__(self, settings: Settings, command: Sequence[str], log_file: Path, web_port: int | None = None
-                 ) -> None:
+    def __init__(self, settings: Settings, module: str, args: Sequence[str], log_file: Path,
+                 web_port: int | None = None) -> None:
         self.port = web_port or free_port()
         self.log_file = log_file
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_file.open("ab")
-        options = ["--experiment", settings.experiment, "--bootstrap", settings.bootstrap_servers,
-                   "--home", str(settings.home)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGL_HOME": str(settings.home)}
         if settings.schema_registry_url:
-            options += ["--schema-registry", settings.schema_registry_url]
+            env["AGL_SCHEMA_REGISTRY_URL"] = settings.schema_registry_url
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agl_events", *options, *command, "--web-port", str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [sys.executable, "-m", module, "--experiment", settings.experiment,
+             "--bootstrap", settings.bootstrap_servers, *args, "--web-port", str(self.port)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         )
 
     @property
@@ -73,9 +74,9 @@ class WorkerProcess:
 
 def samples_worker(settings: Settings, data_dir: Path, log_file: Path, adapter: str = DEFAULT_ADAPTER,
                    loglevel: str = "info", web_port: int | None = None) -> WorkerProcess:
-    """Start a samples worker (`agl-events samples`); use it as a context manager to stop it on exit."""
-    return WorkerProcess(settings, ["samples", "--adapter", adapter, "--data-dir", str(data_dir),
-                                    "--loglevel", loglevel], log_file, web_port)
+    """Start a samples worker (as `agl-events samples` would); use it as a context manager to stop it on exit."""
+    args = ["--adapter", adapter, "--data-dir", str(data_dir), "--loglevel", loglevel]
+    return WorkerProcess(settings, "processors.samples", args, log_file, web_port)
 
 
 def free_port() -> int:
@@ -86,11 +87,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def stopped_on_exit() -> Iterator[list[WorkerProcess]]:
-    """Every worker appended in the block is stopped when it ends, however it ends."""
+def stopped_on_exit(sig: int = signal.SIGTERM) -> Iterator[list[WorkerProcess]]:
+    """Every worker appended in the block is stopped with `sig` when it ends, however it ends."""
     started: list[WorkerProcess] = []
     try:
         yield started
     finally:
         for worker in started:
-            worker.stop()
+            worker.stop(sig)

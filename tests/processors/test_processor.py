@@ -39,10 +39,10 @@ GARBAGE = b"\x00not an agl-events record"
 
 
 class Worker(WorkerProcess):
-    """One `agl-events processor` worker in a child process with its own web port, data dir and log file."""
+    """One `python -m processors.views` worker with its own web port, data dir and log file."""
 
     def __init__(self, settings: Settings, data_dir: Path, log_file: Path) -> None:
-        super().__init__(settings, ["processor", "--data-dir", str(data_dir), "--loglevel", "info"], log_file)
+        super().__init__(settings, "processors.views", ["--data-dir", str(data_dir), "--loglevel", "info"], log_file)
 
     async def stats(self, client: httpx.AsyncClient) -> dict[str, Any] | None:
         """The worker's /views/stats, or None while it is not serving yet."""
@@ -146,7 +146,7 @@ async def test_workers_fold_restart_and_share_partitions(settings: Settings, boo
     store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "store", scan_debounce_seconds=3600)
     try:
         async with httpx.AsyncClient() as client:
-            with stopped_on_exit() as running:
+            with stopped_on_exit(signal.SIGKILL) as running:
                 # -- one worker folds everything, and dead-letters the garbage ------------------------
                 first = Worker(settings, tmp_path / "a", tmp_path / "worker-a.log")
                 running.append(first)
