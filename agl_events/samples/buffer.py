@@ -88,31 +88,44 @@ class Folded:
 
 
 class _Overlay:
-    """The state as the fold in progress has changed it: reads see its own writes first."""
+    """The state as the fold in progress has changed it: reads see its own writes first.
+
+    Its writes are indexed by their first two key segments (`b/<rollout>/`), so that scanning a rollout's
+    spans at its marker looks at that rollout's writes only, not at the whole batch's.
+    """
 
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
         self.changes: dict[str, Any] = {}
+        self._groups: dict[str, set[str]] = {}
 
     def get(self, key: str) -> Any:
         return self.changes[key] if key in self.changes else self.kv.get(key)
 
     def put(self, key: str, value: Any) -> None:
         self.changes[key] = value
+        self._groups.setdefault(_group(key), set()).add(key)
 
     def add(self, key: str, delta: int) -> None:
         self.put(key, (self.get(key) or 0) + delta)
 
     def scan(self, prefix: str) -> list[tuple[str, Any]]:
+        """Entries under `prefix` (at least two segments deep, e.g. `b/<rollout>/`), in key order."""
         found = dict(self.kv.scan(prefix))
-        found.update((key, value) for key, value in self.changes.items() if key.startswith(prefix))
+        found.update((key, self.changes[key]) for key in self._groups.get(_group(prefix), ()) if key.startswith(prefix))
         return sorted((key, value) for key, value in found.items() if value is not None)
 
     def delete_prefix(self, prefix: str) -> int:
         keys = [key for key, _ in self.scan(prefix)]
         for key in keys:
-            self.changes[key] = None
+            self.put(key, None)
         return len(keys)
+
+
+def _group(key: str) -> str:
+    first = key.find("/")
+    second = key.find("/", first + 1)
+    return key if second < 0 else key[:second + 1]
 
 
 class SampleBuffer:
