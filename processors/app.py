@@ -149,13 +149,14 @@ def run_worker(settings: Settings, data_dir: Path, build: Callable[[], faust.App
     worker.execute_from_commandline()
 
 
-def worker_parser(prog: str, description: str, web_port: int) -> argparse.ArgumentParser:
-    """The flags every `python -m processors.<app>` takes (its own are added by the caller)."""
+def worker_parser(prog: str, description: str, web_port: int, data_dir: str) -> argparse.ArgumentParser:
+    """The flags every `python -m processors.<app>` takes (its own are added by the caller); `data_dir` says
+    where the partition folders go by default."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--experiment", default=None, help="experiment (default: AGL_EXPERIMENT or 'default')")
     parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (default: the local broker)")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where the partition folders live (default: under <home>/<experiment>)")
+                        help=f"where the partition folders live (default: {data_dir})")
     parser.add_argument("--web-port", type=int, default=web_port)
     parser.add_argument("--loglevel", default="warning")
     return parser

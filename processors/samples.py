@@ -100,7 +100,8 @@ def run_worker(settings: Settings, data_dir: Path, adapter: Adapter, web_port: i
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m processors.samples`: one worker, configured by flags or `AGL_*` variables."""
-    parser = worker_app.worker_parser("python -m processors.samples", __doc__.splitlines()[0], WEB_PORT)
+    parser = worker_app.worker_parser("python -m processors.samples", __doc__.splitlines()[0], WEB_PORT,
+                                       data_dir="<home>/samples/<experiment>")
     parser.add_argument("--adapter", default=DEFAULT_ADAPTER,
                         help=f"module:name of the adapter (class, instance or function; default {DEFAULT_ADAPTER})")
     args = parser.parse_args(argv)

@@ -114,7 +114,8 @@ def run_worker(settings: Settings, data_dir: Path, web_port: int = 6066, logleve
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m processors.views`: one worker, configured by flags or `AGL_*` variables."""
-    parser = worker_app.worker_parser("python -m processors.views", __doc__.splitlines()[0], web_port=6066)
+    parser = worker_app.worker_parser("python -m processors.views", __doc__.splitlines()[0], web_port=6066,
+                                       data_dir="<home>/processor/<experiment>")
     args = parser.parse_args(argv)
     settings = worker_app.worker_settings(args)
     run_worker(settings, args.data_dir or default_data_dir(settings), args.web_port, args.loglevel)

@@ -22,7 +22,7 @@ import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -77,9 +77,9 @@ class Runner:
             if reward is not None:
                 emit_reward(reward)
 
-    async def finish(self, claim: Claim, status: str = "succeeded") -> None:
+    async def finish(self, claim: Claim, status: Literal["succeeded", "failed"] = "succeeded") -> None:
         rollout = claim.rollout
-        await self.store.finish_attempt(rollout.rollout_id, rollout.attempt.attempt_id, status,  # type: ignore[arg-type]
+        await self.store.finish_attempt(rollout.rollout_id, rollout.attempt.attempt_id, status,
                                         self.tracer.spans_through())
 
 
