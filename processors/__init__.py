@@ -1,7 +1,8 @@
-"""Stream processors of agl-events: faust-streaming workers that fold the log into partition-local views.
+"""Stream processors of agl-events: faust-streaming workers that fold the log into partition-local state.
 
-`processors.views.create_app` builds the app; `agl-events processor` (or `python -m processors.views`)
-runs one worker of it. Views are read models: derived, disposable, rebuildable from offset 0.
+`processors.views` folds the view topics into per-partition views (`agl-events processor`);
+`processors.samples` turns finished rollouts into training samples (`agl-events samples`). Both keep
+their state per partition in RocksDB, derived and disposable: rebuildable from offset 0.
 """
 
 from __future__ import annotations

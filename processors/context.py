@@ -1,8 +1,9 @@
-"""What the processor's agents and pages work with, handed to them explicitly instead of through globals.
+"""What the processors' agents and pages work with, handed to them explicitly instead of through globals.
 
-One `ProcessorContext` per faust app: the codec, the per-partition views, and the dead-letter writer.
-Keeping them in one small object makes the agents thin (decode, reduce, write) and lets the folding
-step (`fold_records`) run without faust at all, in tests or scripts.
+One `ProcessorContext` per view-processor app: the codec, the per-partition views, and the dead-letter
+writer. Keeping them in one small object makes the agents thin (decode, reduce, write) and lets the
+folding step (`fold_records`) run without faust at all, in tests or scripts. The consumed record, its
+decoding per partition and its dead-letter copy are shared with the samples processor.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +22,6 @@ from confluent_kafka import KafkaException, Message
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_to
-from agl_events.log.reader import DeadLetter
 from agl_events.log.records import LoggedEvent
 from agl_events.log.writer import EventWriter
 from agl_events.topics import VIEW_TOPICS, topic_name
@@ -48,6 +48,11 @@ class RawRecord:
                    tuple(message.headers or ()))
 
 
+def raw_records(events: Iterable[Any]) -> list[RawRecord]:
+    """The records of a batch of faust stream events (`stream.take_events`)."""
+    return [RawRecord.of(event.message) for event in events]
+
+
 class _Origin:
     """Looks like the confluent-kafka Message that `dead_letter_to` reads, so the processor's DLQ records
     carry exactly the same origin headers as the store reader's (one format for whoever inspects them)."""
@@ -69,6 +74,29 @@ class _Origin:
 
     def offset(self) -> int:
         return self._record.offset
+
+
+class DeadLetters:
+    """Copies consumed records, byte for byte, to `agl.<exp>.dlq`, their origin and the error in headers.
+
+    The copies are fire-and-forget until `flush`, which callers await before storing a position past
+    the records: once a position is beyond a record, nobody reads it again, so its copy must be durable.
+    """
+
+    def __init__(self, writer: EventWriter) -> None:
+        self._writer = writer
+        self._handle = dead_letter_to(writer)
+        self._unflushed = 0
+
+    def __call__(self, record: RawRecord, error: Exception) -> None:
+        self._handle(cast(Message, _Origin(record)), error)
+        self._unflushed += 1
+
+    async def flush(self) -> None:
+        """Wait (in a thread: it may wait on the broker) until every copy so far is delivered."""
+        if self._unflushed:
+            await asyncio.to_thread(self._writer.flush)
+            self._unflushed = 0
 
 
 @dataclass
@@ -93,7 +121,7 @@ class ProcessorContext:
     topics: tuple[str, ...]
     bootstrap: str = ""
     counters: FoldCounters = field(default_factory=FoldCounters)
-    _dead_letter: DeadLetter | None = None
+    _dead_letters: DeadLetters | None = None
     _partition_counts: dict[str, int] = field(default_factory=dict)
 
     async def partition_count(self, topic: str) -> int | None:
@@ -118,11 +146,15 @@ class ProcessorContext:
 
     def dead_letter(self, record: RawRecord, error: CodecError) -> None:
         """Copy an undecodable record, byte for byte, to `agl.<exp>.dlq` with its origin in headers."""
-        if self._dead_letter is None:
-            self._dead_letter = dead_letter_to(self.writer)
         self.counters.dead_lettered += 1
         log.error("undecodable record at %s[%d]@%d: %s", record.topic, record.partition, record.offset, error)
-        self._dead_letter(cast(Message, _Origin(record)), error)
+        self.dead_letters(record, error)
+
+    @property
+    def dead_letters(self) -> DeadLetters:
+        if self._dead_letters is None:
+            self._dead_letters = DeadLetters(self.writer)
+        return self._dead_letters
 
     async def close(self) -> None:
         """Close every view (on the event loop, so no fold or query is half-way through one), then flush
@@ -141,35 +173,57 @@ def build_context(bootstrap: str, experiment: str, data_dir: Path,
                             topics=tuple(topic_name(experiment, t) for t in VIEW_TOPICS), bootstrap=bootstrap)
 
 
+@dataclass
+class DecodedBatch:
+    """A consumed batch, decoded and split by the partitions this worker holds."""
+
+    events: dict[Position, list[LoggedEvent]] = field(default_factory=dict)
+    #: Per partition: the offset just past its last record in the batch, decoded or dead-lettered.
+    through: dict[Position, int] = field(default_factory=dict)
+    bad: int = 0
+    not_ours: int = 0
+
+
+def decode_batch(codec: AvroCodec, holds: Callable[[str, int], bool], records: Iterable[RawRecord],
+                 dead_letter: Callable[[RawRecord, CodecError], None]) -> DecodedBatch:
+    """Decode the records of held partitions; hand undecodable ones to `dead_letter`; skip the others.
+
+    Records of partitions this worker no longer holds (a rebalance raced the batch) are left to their
+    new owner.
+    """
+    batch = DecodedBatch()
+    for record in records:
+        if not holds(record.topic, record.partition):
+            batch.not_ours += 1
+            continue
+        position = (record.topic, record.partition)
+        batch.through[position] = max(batch.through.get(position, 0), record.offset + 1)
+        try:
+            decoded = codec.decode(record.value or b"")
+        except CodecError as exc:
+            dead_letter(record, exc)
+            batch.bad += 1
+            continue
+        batch.events.setdefault(position, []).append(LoggedEvent(
+            decoded.name, record.key.decode() if record.key else None, decoded.record,
+            record.topic, record.partition, record.offset, dict(record.headers)))
+    return batch
+
+
 async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> int:
     """Decode, reduce and write one batch; returns how many events were new to the views.
 
     Each partition's events go to that partition's view in one `apply_logged` call, i.e. one RocksDB
     batch that also stores the partition's next offset, so a crash keeps state and position together.
-    Records of partitions this worker no longer holds (a rebalance raced the batch) are left to their
-    new owner. Dead letters are flushed before any view moves past them: once a position is stored
-    beyond a bad record, nobody reads that record again, so its DLQ copy must already be durable.
+    Dead letters are flushed before any view moves past them.
     """
-    by_partition: dict[Position, list[LoggedEvent]] = {}
-    bad = 0
-    for record in records:
-        if not ctx.views.holds(record.topic, record.partition):
-            ctx.counters.not_ours += 1
-            continue
-        try:
-            decoded = ctx.codec.decode(record.value or b"")
-        except CodecError as exc:
-            ctx.dead_letter(record, exc)
-            bad += 1
-            continue
-        by_partition.setdefault((record.topic, record.partition), []).append(LoggedEvent(
-            decoded.name, record.key.decode() if record.key else None, decoded.record,
-            record.topic, record.partition, record.offset, dict(record.headers)))
-    if bad:
-        await asyncio.to_thread(ctx.writer.flush)
+    batch = decode_batch(ctx.codec, ctx.views.holds, records, ctx.dead_letter)
+    ctx.counters.not_ours += batch.not_ours
+    if batch.bad:
+        await ctx.dead_letters.flush()
     fresh = 0
     total = 0
-    for (topic, partition), events in by_partition.items():
+    for (topic, partition), events in batch.events.items():
         view = ctx.views.view(topic, partition)
         if view is None:  # revoked while the dead letters were flushed
             ctx.counters.not_ours += len(events)

@@ -1,9 +1,10 @@
-"""The worker's per-partition views: one RocksDB StoreView per (topic, partition) it is assigned.
+"""A worker's per-partition views: one RocksDB folder per (topic, partition) it is assigned.
 
 Why one view per partition rather than one per worker: a partition is the unit Kafka moves between
 workers. With a view per partition, a worker that loses a partition simply closes its folder, and a
 worker that gains one opens (or creates) exactly the state of that partition and knows, from the view
-itself, the next offset to read. Nothing has to be split or merged on a rebalance.
+itself, the next offset to read. Nothing has to be split or merged on a rebalance. The view processor
+keeps a StoreView per partition (`PartitionViews`), the samples processor a span buffer (`SampleBuffer`).
 
 Folders live at `<data_dir>/<topic>/<partition>`. They are derived and disposable: delete one and the
 next worker to own that partition rebuilds it from offset 0.
@@ -15,7 +16,7 @@ import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from agl_events.reducers import keys
 from agl_events.views.kv import KeyValue
@@ -30,8 +31,20 @@ Position = tuple[str, int]  # (topic, partition)
 COUNT_PREFIX = keys.count("")
 
 
-class PartitionViews:
-    """The registry of per-partition views of one worker: which partitions it holds, and their state.
+class PartitionView(Protocol):
+    """What a processor keeps per partition: state that knows the next offset it has to read."""
+
+    @property
+    def positions(self) -> dict[Position, int]: ...
+
+    def close(self) -> None: ...
+
+
+V = TypeVar("V", bound=PartitionView)
+
+
+class PartitionStates(Generic[V]):
+    """The registry of per-partition state of one worker: which partitions it holds, and their views.
 
     Views are opened lazily (on first use after assignment: the seek, the first event, a query) and
     closed when the partition is revoked, so a RocksDB folder is open in at most one process at a time
@@ -39,11 +52,11 @@ class PartitionViews:
     partition: events or queries for anything else get None, never a freshly created folder.
     """
 
-    def __init__(self, data_dir: Path, open_kv: Callable[[Path], KeyValue] = RocksKV) -> None:
+    def __init__(self, data_dir: Path, open_view: Callable[[Path], V]) -> None:
         self.data_dir = data_dir
-        self._open_kv = open_kv
+        self._open_view = open_view
         self._assigned: set[Position] = set()
-        self._open: dict[Position, StoreView] = {}
+        self._open: dict[Position, V] = {}
 
     # -- assignment ---------------------------------------------------------------------------------
     @property
@@ -69,23 +82,22 @@ class PartitionViews:
     def path(self, topic: str, partition: int) -> Path:
         return self.data_dir / topic / str(partition)
 
-    def view(self, topic: str, partition: int) -> StoreView | None:
+    def view(self, topic: str, partition: int) -> V | None:
         """The view of an assigned partition, opened on first use; None when it is not ours."""
         position = (topic, partition)
         if position not in self._assigned:
             return None
         view = self._open.get(position)
         if view is None:
-            # track_own=False: a processor only ever folds what it reads back from the log.
-            view = StoreView(self._open_kv(self.path(topic, partition)), track_own=False)
+            view = self._open_view(self.path(topic, partition))
             self._open[position] = view
-            log.info("opened view %s[%d] at offset %d", topic, partition, self._next_offset(position, view))
+            log.info("opened view %s[%d] at offset %d", topic, partition, view.positions.get(position, 0))
         return view
 
     def next_offset(self, topic: str, partition: int) -> int | None:
         """The offset the view of this partition has to read next (0 when empty); None when not ours."""
         view = self.view(topic, partition)
-        return None if view is None else self._next_offset((topic, partition), view)
+        return None if view is None else view.positions.get((topic, partition), 0)
 
     def positions(self, partitions: Iterable[Position]) -> dict[Position, int]:
         """Next offsets of the given partitions that are ours: where the consumer must seek to."""
@@ -95,26 +107,6 @@ class PartitionViews:
             if offset is not None:
                 found[(topic, partition)] = offset
         return found
-
-    @staticmethod
-    def _next_offset(position: Position, view: StoreView) -> int:
-        return view.positions.get(position, 0)
-
-    # -- stats --------------------------------------------------------------------------------------
-    def stats(self) -> list[dict[str, Any]]:
-        """Per assigned partition: its next offset and entity counts (`n/rollouts` etc.)."""
-        out: list[dict[str, Any]] = []
-        for topic, partition in sorted(self._assigned):
-            view = self.view(topic, partition)
-            if view is None:
-                continue
-            out.append({
-                "topic": topic,
-                "partition": partition,
-                "next_offset": self._next_offset((topic, partition), view),
-                "counts": dict(view.scan(COUNT_PREFIX)),
-            })
-        return out
 
     def close(self) -> None:
         """Close every open view (on shutdown); the assignment is forgotten too."""
@@ -127,6 +119,29 @@ class PartitionViews:
         if view is not None:
             view.close()
             log.info("closed view %s[%d]", *position)
+
+
+class PartitionViews(PartitionStates[StoreView]):
+    """The view processor's partitions: each folds into a StoreView, with the store's own reducers."""
+
+    def __init__(self, data_dir: Path, open_kv: Callable[[Path], KeyValue] = RocksKV) -> None:
+        # track_own=False: a processor only ever folds what it reads back from the log.
+        super().__init__(data_dir, lambda path: StoreView(open_kv(path), track_own=False))
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per assigned partition: its next offset and entity counts (`n/rollouts` etc.)."""
+        out: list[dict[str, Any]] = []
+        for topic, partition in sorted(self.assigned):
+            view = self.view(topic, partition)
+            if view is None:
+                continue
+            out.append({
+                "topic": topic,
+                "partition": partition,
+                "next_offset": view.positions.get((topic, partition), 0),
+                "counts": dict(view.scan(COUNT_PREFIX)),
+            })
+        return out
 
 
 def partition_of(key: str | bytes, partitions: int) -> int:

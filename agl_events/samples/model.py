@@ -66,12 +66,18 @@ def triplet_record(triplet: Triplet) -> dict[str, Any]:
     return {
         "prompt_token_ids": list(prompt.pop("token_ids", None) or []),
         "response_token_ids": list(response.pop("token_ids", None) or []),
-        "response_logprobs": None if logprobs is None else [float(x) for x in logprobs],
+        "response_logprobs": None if logprobs is None else [_logprob(x) for x in logprobs],
         "reward": triplet.reward,
         "prompt_json": dumps(prompt),
         "response_json": dumps(response),
         "metadata_json": dumps(triplet.metadata),
     }
+
+
+def _logprob(entry: Any) -> float:
+    """A response token's logprob: a number, or OpenAI's per-token dict (`logprobs.content`, as upstream's
+    TracerTraceToTriplet copies it), of which only `logprob` is kept."""
+    return float(entry["logprob"] if isinstance(entry, dict) else entry)
 
 
 def triplet_from_record(record: dict[str, Any]) -> Triplet:

@@ -14,14 +14,9 @@ Deadlines only bound how long we wait for the workers to catch up; nothing asser
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +24,10 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from agl_events.config import PROJECT_ROOT, Settings
+from agl_events.config import Settings
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import LAYOUT, VIEW_TOPICS, Topic, topic_name
+from processors.background import WorkerProcess, stopped_on_exit
 from processors.partition_views import partition_of
 from tests.store import llm, make_span
 
@@ -42,65 +38,20 @@ DEADLINE = 90.0
 GARBAGE = b"\x00not an agl-events record"
 
 
-class Worker:
-    """One `python -m processors.views` subprocess with its own web port, data dir and log file."""
+class Worker(WorkerProcess):
+    """One `python -m processors.views` worker with its own web port, data dir and log file."""
 
     def __init__(self, settings: Settings, data_dir: Path, log_file: Path) -> None:
-        self.data_dir = data_dir
-        self.port = _free_port()
-        self.log_file = log_file
-        self._log = log_file.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "processors.views", "--experiment", settings.experiment,
-             "--bootstrap", settings.bootstrap_servers, "--data-dir", str(data_dir),
-             "--web-port", str(self.port), "--loglevel", "info"],
-            cwd=PROJECT_ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(settings, "processors.views", ["--data-dir", str(data_dir), "--loglevel", "info"], log_file)
 
     async def stats(self, client: httpx.AsyncClient) -> dict[str, Any] | None:
         """The worker's /views/stats, or None while it is not serving yet."""
-        assert self.process.poll() is None, f"worker exited ({self.process.returncode}):\n{self.tail()}"
+        assert self.alive(), f"worker exited ({self.process.returncode}):\n{self.tail()}"
         try:
             response = await client.get(f"{self.url}/views/stats", timeout=5.0)
         except httpx.TransportError:
             return None
         return response.json() if response.status_code == 200 else None
-
-    def kill(self, sig: int = signal.SIGKILL, wait: float = 30.0) -> int | None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(wait)
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
-        return self.process.returncode
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def workers() -> Iterator[list[Worker]]:
-    """Every worker started in the block is killed when it ends, however it ends."""
-    started: list[Worker] = []
-    try:
-        yield started
-    finally:
-        for worker in started:
-            worker.kill()
 
 
 def _view_partitions(experiment: str) -> set[tuple[str, int]]:
@@ -195,7 +146,7 @@ async def test_workers_fold_restart_and_share_partitions(settings: Settings, boo
     store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "store", scan_debounce_seconds=3600)
     try:
         async with httpx.AsyncClient() as client:
-            with workers() as running:
+            with stopped_on_exit(signal.SIGKILL) as running:
                 # -- one worker folds everything, and dead-letters the garbage ------------------------
                 first = Worker(settings, tmp_path / "a", tmp_path / "worker-a.log")
                 running.append(first)
@@ -234,7 +185,7 @@ async def test_workers_fold_restart_and_share_partitions(settings: Settings, boo
 
                 # -- kill -9, restart on the same folder, write more: exactly the new events fold ----
                 before = ends  # the views stand at the end of every partition (checked by _caught_up)
-                first.kill(signal.SIGKILL)
+                first.stop(signal.SIGKILL)
                 again = Worker(settings, tmp_path / "a", tmp_path / "worker-a2.log")
                 running.append(again)
                 await _write(store, rollouts=10, dequeue=5, worker="runner-2")
@@ -248,7 +199,7 @@ async def test_workers_fold_restart_and_share_partitions(settings: Settings, boo
                 assert stats["counters"]["folded"] == sum(after[p] - before[p] for p in partitions)
 
                 # Ctrl-C (SIGINT) stops a worker cleanly: it leaves the group, exit status 0.
-                assert again.kill(signal.SIGINT) == 0, again.tail()
+                assert again.stop(signal.SIGINT) == 0, again.tail()
 
                 # -- two fresh workers share the partitions and rebuild from offset 0 ----------------
                 pair = [Worker(settings, tmp_path / "b", tmp_path / "worker-b.log"),

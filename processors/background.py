@@ -1,0 +1,97 @@
+"""A processor worker as a child process, for whoever needs one next to it: the Trainer, tests, scripts.
+
+A faust worker owns its event loop and signal handlers, so it runs in a process of its own: `python -m
+processors.<app>` (what `agl-events processor` / `agl-events samples` run, without the command line's
+imports), its output in a log file, its settings passed on. Stopping it with SIGTERM is a clean stop:
+its streams drain, its state is closed, it leaves the group. It inherits the caller's working directory,
+so an adapter module next to the caller's script is importable in the worker too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from agl_events.config import Settings
+from agl_events.samples.resolve import DEFAULT_ADAPTER
+
+
+class WorkerProcess:
+    """One processor worker (`processors.views`, `processors.samples`) in a child process, own web port."""
+
+    def __init__(self, settings: Settings, module: str, args: Sequence[str], log_file: Path,
+                 web_port: int | None = None) -> None:
+        self.port = web_port or free_port()
+        self.log_file = log_file
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_file.open("ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGL_HOME": str(settings.home)}
+        if settings.schema_registry_url:
+            env["AGL_SCHEMA_REGISTRY_URL"] = settings.schema_registry_url
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module, "--experiment", settings.experiment,
+             "--bootstrap", settings.bootstrap_servers, *args, "--web-port", str(self.port)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, grace: float = 30.0) -> int:
+        """Send `sig` (SIGTERM: a clean stop; SIGKILL: a crash) and wait; kill it after `grace` seconds."""
+        if self.alive():
+            self.process.send_signal(sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(grace)
+            if self.alive():
+                self.process.kill()
+                self.process.wait(10)
+        self._log.close()
+        return self.process.returncode
+
+    def tail(self, lines: int = 40) -> str:
+        """The end of its log, to say why it failed."""
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def samples_worker(settings: Settings, data_dir: Path, log_file: Path, adapter: str = DEFAULT_ADAPTER,
+                   loglevel: str = "info", web_port: int | None = None) -> WorkerProcess:
+    """Start a samples worker (as `agl-events samples` would); use it as a context manager to stop it on exit."""
+    args = ["--adapter", adapter, "--data-dir", str(data_dir), "--loglevel", loglevel]
+    return WorkerProcess(settings, "processors.samples", args, log_file, web_port)
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the worker binds it a moment later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def stopped_on_exit(sig: int = signal.SIGTERM) -> Iterator[list[WorkerProcess]]:
+    """Every worker appended in the block is stopped with `sig` when it ends, however it ends."""
+    started: list[WorkerProcess] = []
+    try:
+        yield started
+    finally:
+        for worker in started:
+            worker.stop(sig)
