@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from agl_events.adapter.build import DEFAULT_ADAPTER
 from agl_events.config import Settings
-from agl_events.samples.resolve import DEFAULT_ADAPTER
 
 
 class WorkerProcess:

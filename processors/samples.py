@@ -23,9 +23,9 @@ import faust
 from faust.types import AppT, StreamT
 from faust.web import Request, Response, View
 
+from agl_events.adapter.build import DEFAULT_ADAPTER, adapter_from_spec
 from agl_events.config import Settings
 from agl_events.samples.build import Adapter
-from agl_events.samples.resolve import DEFAULT_ADAPTER, resolve_adapter
 from processors import app as worker_app
 from processors.app import BATCH_MAX, BATCH_WITHIN, new_app
 from processors.context import raw_records
@@ -103,10 +103,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = worker_app.worker_parser("python -m processors.samples", __doc__.splitlines()[0], WEB_PORT,
                                        data_dir="<home>/samples/<experiment>")
     parser.add_argument("--adapter", default=DEFAULT_ADAPTER,
-                        help=f"module:name of the adapter (class, instance or function; default {DEFAULT_ADAPTER})")
+                        help="the adapter: a short name (TracerTraceToTriplet, LlmProxyTraceToTriplet, "
+                             f"TraceToMessages) or a TraceAdapter class's import path (default {DEFAULT_ADAPTER})")
     args = parser.parse_args(argv)
     try:
-        adapter = resolve_adapter(args.adapter)
+        adapter = adapter_from_spec(args.adapter)
     except ValueError as exc:
         parser.error(str(exc))
     settings = worker_app.worker_settings(args)

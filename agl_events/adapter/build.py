@@ -115,3 +115,16 @@ def build_adapter(spec: AdapterSpec = None) -> TraceAdapter[Any]:
         type_error_fmt="Adapter factory returned {type_name}, which is not a TraceAdapter subclass.")
     assert adapter is not None  # a default_factory never yields None
     return adapter
+
+
+#: What a samples worker runs unless told (`--adapter`): upstream's default adapter.
+DEFAULT_ADAPTER = "TracerTraceToTriplet"
+
+
+def adapter_from_spec(spec: str) -> TraceAdapter[Any]:
+    """A command line's `--adapter` (a short name or an import path), with one ValueError for every way
+    it can be wrong, so the CLI reports it as a usage error."""
+    try:
+        return build_adapter(spec)
+    except (ImportError, TypeError, ValueError) as exc:
+        raise ValueError(f"adapter {spec!r}: {exc}") from exc

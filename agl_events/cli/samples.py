@@ -7,16 +7,17 @@ from typing import Annotated
 
 import typer
 
+from agl_events.adapter.build import DEFAULT_ADAPTER, adapter_from_spec
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
-from agl_events.samples.resolve import DEFAULT_ADAPTER, resolve_adapter
 
 
 def samples(
     ctx: typer.Context,
     adapter: Annotated[
-        str, typer.Option("--adapter", help="The adapter that turns a rollout's spans into triplets: "
-                          "module:name of a class (built with no arguments), an instance or a function."),
+        str, typer.Option("--adapter", help="The adapter that turns a rollout's spans into triplets: a short name "
+                          "(TracerTraceToTriplet, LlmProxyTraceToTriplet, TraceToMessages) or the import path "
+                          "(pkg.mod:Name) of a TraceAdapter class, built with no arguments."),
     ] = DEFAULT_ADAPTER,
     data_dir: Annotated[
         Path | None,
@@ -36,7 +37,7 @@ def samples(
     Give each worker on one machine its own --data-dir and --web-port. Ctrl-C stops cleanly.
     """
     try:
-        resolved = resolve_adapter(adapter)
+        resolved = adapter_from_spec(adapter)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--adapter") from exc
     from processors.samples import default_data_dir, run_worker  # faust is heavy: import only to run

@@ -42,7 +42,7 @@ from tests.store import llm, make_span
 
 pytestmark = pytest.mark.kafka
 
-ADAPTER = "tests.samples:token_triplets"
+ADAPTER = "tests.samples:TokenTriplets"
 DEADLINE = 90.0
 CODEC = AvroCodec()
 #: Header fields of every event: they differ between two emits of one sample; nothing else may.
@@ -209,7 +209,7 @@ async def test_samples_once_per_finished_rollout_across_restarts_and_rebuilds(
             assert [t.response["token_ids"] for t in b.triplets] == [[4, 5], [8]]
             assert b.triplets[0].response["logprobs"] == [-0.5, -0.5]
             assert (b.resources_id, b.resources_generation, b.mode, b.status, b.adapter) == \
-                (resources, 2, "train", "succeeded", "token_triplets")
+                (resources, 2, "train", "succeeded", "TokenTriplets")
             assert b.input == {"q": "1+1 (again)"}
 
             # The second attempt's spans only; its sample id names that attempt.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agl_events.adapter.base import TraceAdapter
 from agl_events.events.codec import AvroCodec
 from agl_events.events.convert import attempt_record, rollout_record, span_record
 from agl_events.log.records import LoggedEvent
@@ -52,15 +53,20 @@ def finished(rid: str, aid: str | None, offset: int, generation: int | None = 1,
                   resources_generation=generation)
 
 
-def token_triplets(spans: Sequence[Span]) -> list[Triplet]:
+class TokenTriplets(TraceAdapter[list[Triplet]]):
     """A small adapter: one triplet per span with token ids; it cannot handle a span named `unadaptable`.
 
-    Also what the samples worker runs in tests/processors (`--adapter tests.samples:token_triplets`).
+    Also what the samples worker runs in tests/processors (`--adapter tests.samples:TokenTriplets`).
     """
-    if any(s.name == "unadaptable" for s in spans):
-        raise ValueError("cannot adapt span 'unadaptable'")
-    return [Triplet(prompt={"token_ids": list(s.attributes["prompt_token_ids"]), "raw_content": s.name},
-                    response={"token_ids": list(s.attributes.get("response_token_ids", [])),
-                              "logprobs": list(s.attributes.get("logprobs", []))},
-                    metadata={"sequence_id": s.sequence_id})
-            for s in spans if "prompt_token_ids" in s.attributes]
+
+    def adapt(self, source: Sequence[Span], /) -> list[Triplet]:
+        if any(s.name == "unadaptable" for s in source):
+            raise ValueError("cannot adapt span 'unadaptable'")
+        return [Triplet(prompt={"token_ids": list(s.attributes["prompt_token_ids"]), "raw_content": s.name},
+                        response={"token_ids": list(s.attributes.get("response_token_ids", [])),
+                                  "logprobs": list(s.attributes.get("logprobs", []))},
+                        metadata={"sequence_id": s.sequence_id})
+                for s in source if "prompt_token_ids" in s.attributes]
+
+
+token_triplets = TokenTriplets()

@@ -103,5 +103,8 @@ def test_adapter_names() -> None:
         def __call__(self, spans: Sequence[Span]) -> list[Triplet]:
             return []
 
-    assert adapter_name(token_triplets) == "token_triplets"
-    assert adapter_name(Mine()) == "Mine"
+    def plain(spans: Sequence[Span]) -> list[Triplet]:
+        return []
+
+    assert adapter_name(token_triplets) == "TokenTriplets" and adapter_name(Mine()) == "Mine"
+    assert adapter_name(plain) == "plain"
