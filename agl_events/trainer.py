@@ -2,7 +2,9 @@
 
 `fit(agent, train_dataset, val_dataset)` and `dev(agent, dataset)` as in Agent Lightning 0.3.0. The store
 lives in this process (the algorithm calls it directly) and is also served over HTTP on a free local port,
-which the runner processes use for their few control calls; their spans go straight to Kafka.
+which the runner processes use for their few control calls; their spans go straight to Kafka. When the
+algorithm asks for a sample stream, the samples worker (`agl-events samples`) starts beside them, with
+the Trainer's adapter.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from agl_events.adapter.build import AdapterSpec, build_adapter
+from agl_events.adapter.build import AdapterSpec, build_adapter, spec_string
 from agl_events.agent import LitAgent
 from agl_events.algorithm import Algorithm, AlgorithmContext, Baseline, SplitResult
 from agl_events.broker.local import ensure_broker
@@ -31,6 +33,7 @@ from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
 from agl_events.server.embedded import embedded_store_server
 from agl_events.types import NamedResources, RolloutConfig
+from processors.background import WorkerProcess, samples_worker
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,7 @@ class Trainer:
         self.n_runners = n_runners
         self.initial_resources = initial_resources
         self.adapter = build_adapter(adapter)
+        self.adapter_spec = spec_string(adapter, self.adapter)  # what the samples worker builds
         self.settings = settings or Settings.from_env()
         self.rollout_config = rollout_config or RolloutConfig()
         self.host = host
@@ -83,6 +87,7 @@ class Trainer:
         async with embedded_store_server(settings, view_dir, host=self.host, port=self.port) as (store, url):
             self.store_url = url
             pool: RunnerPool | None = None
+            samples: list[WorkerProcess] = []
             try:
                 if self.initial_resources:
                     await store.add_resources(self.initial_resources)
@@ -93,10 +98,25 @@ class Trainer:
                 log.info("store for runners: %s", url)
                 with _progress_bar(self.progress) as on_progress:
                     ctx = AlgorithmContext(store, self.adapter, self.rollout_config, on_progress=on_progress,
-                                           settings=settings)
+                                           settings=settings, on_sample_stream=lambda: self._start_samples(
+                                               settings, samples))
                     return await algorithm.run(ctx, train, val)
             finally:
                 await self._shutdown(settings, pool)
+                for worker in samples:
+                    await asyncio.to_thread(worker.stop)
+
+    def _start_samples(self, settings: Settings, started: list[WorkerProcess]) -> None:
+        """The samples worker (`agl-events samples`) in a child process, once, when an algorithm reads samples.
+
+        Its buffer lives under the home folder, so a restarted trainer's worker resumes where it stopped.
+        """
+        if started:
+            return
+        home = settings.home / "samples"
+        started.append(samples_worker(settings, home / settings.experiment, home / f"{settings.experiment}.log",
+                                      adapter=self.adapter_spec))
+        log.info("samples worker started (adapter %s, log %s)", self.adapter_spec, started[0].log_file)
 
     async def _shutdown(self, settings: Settings, pool: RunnerPool | None) -> None:
         """Stop runners cooperatively (a stop event, which reaches runners elsewhere too), then reap ours."""

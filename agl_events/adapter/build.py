@@ -8,6 +8,7 @@ strings may also use the `pkg.mod:Name` form our CLI uses for agents, and a regi
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -122,9 +123,21 @@ DEFAULT_ADAPTER = "TracerTraceToTriplet"
 
 
 def adapter_from_spec(spec: str) -> TraceAdapter[Any]:
-    """A command line's `--adapter` (a short name or an import path), with one ValueError for every way
-    it can be wrong, so the CLI reports it as a usage error."""
+    """A command line's `--adapter`: a short name, an import path, or a JSON object (a dict spec), with one
+    ValueError for every way it can be wrong, so the CLI reports it as a usage error."""
     try:
-        return build_adapter(spec)
+        return build_adapter(json.loads(spec) if spec.lstrip().startswith("{") else spec)
     except (ImportError, TypeError, ValueError) as exc:
         raise ValueError(f"adapter {spec!r}: {exc}") from exc
+
+
+def spec_string(spec: AdapterSpec, built: TraceAdapter[Any]) -> str:
+    """`spec` as `adapter_from_spec` reads it, for a worker in another process: strings as they are, dicts
+    as JSON, anything else as its class's import path (an instance's constructor arguments do not travel:
+    give a dict to keep them)."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        return json.dumps(dict(spec))
+    cls = type(built)
+    return f"{cls.__module__}:{cls.__qualname__}"

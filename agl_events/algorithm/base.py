@@ -59,6 +59,8 @@ class AlgorithmContext:
     poll_interval: float = 1.0
     on_progress: Callable[[str, int, int], None] | None = None  # (mode, finished, total)
     settings: Settings | None = None  # where the samples topic is (the Trainer's settings)
+    #: Called when an algorithm first asks for a sample stream: the Trainer starts its samples worker then.
+    on_sample_stream: Callable[[], None] | None = None
 
     async def publish_resources(self, resources: NamedResources) -> ResourcesUpdate:
         """A new resources version (a prompt template, a model version): the next generation, and the one
@@ -91,6 +93,8 @@ class AlgorithmContext:
         """Batches from the samples topic, staleness judged against the latest resources generation."""
         if self.settings is None:
             raise RuntimeError("sample_stream needs the context's settings (the Trainer sets them)")
+        if self.on_sample_stream is not None:
+            self.on_sample_stream()
         return SampleStream(self.settings.bootstrap_servers, self.settings.experiment,
                             AvroCodec.from_url(self.settings.schema_registry_url), policy, group=group,
                             current_generation=self.current_generation)
