@@ -47,16 +47,15 @@ def _trace_rollout(tracer: KafkaTracer, rid: str, aid: str, first_sequence_id: i
     """What an agent's trace looks like to the adapter: LLM calls with token ids. (No reward span: emitters
     write through the process's one active tracer, and these simulated runners share a process.)"""
     otel = tracer.get_tracer()
-    with tracer.trace_context(rid, aid, first_sequence_id):
-        with otel.start_as_current_span("agent.run"):
-            for call in range(calls):
-                attributes: dict[str, Any] = {
-                    "gen_ai.response.id": f"{rid}-{call}",
-                    "prompt_token_ids": list(range(PROMPT_TOKENS)),
-                    "response_token_ids": list(range(RESPONSE_TOKENS)),
-                }
-                with otel.start_as_current_span("openai.chat.completion", attributes=attributes):
-                    pass
+    with tracer.trace_context(rid, aid, first_sequence_id), otel.start_as_current_span("agent.run"):
+        for call in range(calls):
+            attributes: dict[str, Any] = {
+                "gen_ai.response.id": f"{rid}-{call}",
+                "prompt_token_ids": list(range(PROMPT_TOKENS)),
+                "response_token_ids": list(range(RESPONSE_TOKENS)),
+            }
+            with otel.start_as_current_span("openai.chat.completion", attributes=attributes):
+                pass
 
 
 async def measure_samples(settings: Settings, rollouts: int, calls: int, work: Path) -> dict[str, float]:
