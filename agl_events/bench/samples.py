@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from agl_events.bench.store_latency import percentile
+from agl_events.bench.store_latency import percentile, print_figures
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
@@ -117,11 +113,7 @@ def main() -> None:
                                        "experiment": f"bench-samples-{uuid.uuid4().hex[:8]}"})
     work = Path(tempfile.mkdtemp(prefix="agl-bench-samples-"))
     figures = asyncio.run(measure_samples(settings, args.rollouts, args.llm_calls, work))
-    table = Table("figure", "value", title=f"training data plane ({args.rollouts} rollouts)")
-    for name, value in figures.items():
-        table.add_row(name, f"{value:,.1f}")
-    Console().print(table)
-    print(json.dumps({k: round(v, 2) for k, v in figures.items()}))
+    print_figures(f"training data plane · {settings.bootstrap_servers} · {args.rollouts} rollouts", figures)
 
 
 if __name__ == "__main__":

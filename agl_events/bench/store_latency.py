@@ -66,11 +66,16 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.from_env(experiment=f"bench-{uuid.uuid4().hex[:8]}")
     figures = asyncio.run(measure(settings, args.rollouts))
-    table = Table(title=f"store latency · {settings.bootstrap_servers} · {args.rollouts} rollouts")
+    print_figures(f"store latency · {settings.bootstrap_servers} · {args.rollouts} rollouts", figures)
+
+
+def print_figures(title: str, figures: dict[str, float]) -> None:
+    """A bench's figures as a table, then as a last line of JSON for scripts."""
+    table = Table(title=title)
     table.add_column("figure")
     table.add_column("value", justify="right")
     for name, value in figures.items():
-        table.add_row(name, f"{value:.1f}")
+        table.add_row(name, f"{value:,.1f}")
     Console().print(table)
     print(json.dumps({k: round(v, 2) for k, v in figures.items()}))
 
