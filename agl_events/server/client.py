@@ -61,6 +61,16 @@ class StoreClient:
                                 json={"status": status, "spans_through": spans_through})
         return Attempt.model_validate(data)
 
+    async def query_attempts(self, rollout_id: str) -> list[Attempt]:
+        """Every attempt of the rollout (none for an unknown rollout), oldest first."""
+        data = await self._call("GET", f"/rollouts/{rollout_id}/attempts")
+        return [Attempt.model_validate(a) for a in data["items"]]
+
+    async def next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        """Reserve the rollout's next span sequence id (upstream's `get_next_span_sequence_id`)."""
+        data = await self._call("POST", "/spans/next", json={"rollout_id": rollout_id, "attempt_id": attempt_id})
+        return int(data["sequence_id"])
+
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
         data = await self._call("GET", f"/resources/{resources_id}" if resources_id else "/resources/latest")
         return None if data is None else ResourcesUpdate.model_validate(data)
