@@ -9,7 +9,8 @@ same tokens, ids and logprobs), so a test can compute what the recorded spans mu
   per chunk (the delta's tokens), as vLLM streams them;
 - completions: `choices[i].prompt_token_ids`, `choices[i].token_ids` and the legacy `logprobs` (tokens,
   token_logprobs, top_logprobs, text_offset), streamed likewise;
-- `failure`: every request answers with that status and an OpenAI-style error body, until cleared.
+- `failure`: every request answers with that status and an OpenAI-style error body (or a streamed call
+  breaks off with an error event), until cleared.
 
 Tokens are whitespace-led words (`tokenize`); the reply is `reply` if set, else "Echo: <the last message's
 text or the prompt>", cut at `max_tokens` (finish_reason "length").
@@ -38,10 +39,12 @@ VOCAB = 50_000
 
 
 class BackendFailure(BaseModel):
-    """What a failing backend answers: this HTTP status and message."""
+    """What a failing backend answers: this HTTP status and message, at once or, for a streamed call,
+    as vLLM's error event after `after_tokens` tokens were streamed."""
 
     status: int = 503
     message: str = "the fake backend is failing on purpose"
+    after_tokens: int | None = None
 
 
 def tokenize(text: str) -> list[str]:
@@ -142,7 +145,7 @@ class FakeBackend:
 
     def _answer(self, body: dict[str, Any], *, chat: bool) -> Response:
         self.requests.append(body)
-        if self.failure is not None:
+        if self.failure is not None and not (body.get("stream") and self.failure.after_tokens is not None):
             return _error(self.failure.status, self.failure.message, "ServiceUnavailableError")
         if body.get("model") != self.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
@@ -154,7 +157,7 @@ class FakeBackend:
             if not isinstance(prompt, str):
                 return _error(400, "the fake backend takes one prompt string", "BadRequestError")
         pieces, finish = self.reply_pieces(last, body.get("max_tokens"))
-        answer = _Answer(body, prompt, pieces, finish, chat=chat)
+        answer = _Answer(body, prompt, pieces, finish, chat=chat, failure=self.failure)
         if body.get("stream"):
             return StreamingResponse(answer.chunks(), media_type="text/event-stream")
         return Response(orjson.dumps(answer.whole()), media_type="application/json")
@@ -163,8 +166,9 @@ class FakeBackend:
 class _Answer:
     """One reply, whole or as SSE chunks, in vLLM's shapes."""
 
-    def __init__(self, body: dict[str, Any], prompt: str, pieces: list[str], finish: str, *, chat: bool) -> None:
-        self.body, self.pieces, self.finish, self.chat = body, pieces, finish, chat
+    def __init__(self, body: dict[str, Any], prompt: str, pieces: list[str], finish: str, *, chat: bool,
+                 failure: BackendFailure | None = None) -> None:
+        self.body, self.pieces, self.finish, self.chat, self.failure = body, pieces, finish, chat, failure
         self.prompt_ids = [token_id(p) for p in tokenize(prompt)]
         self.ids = [token_id(p) for p in pieces]
         self.token_ids = bool(body.get("return_token_ids"))
@@ -230,6 +234,11 @@ class _Answer:
             first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             yield self._chunk(first, **({"prompt_token_ids": self.prompt_ids} if self.token_ids else {}))
         for i, (piece, tid) in enumerate(zip(self.pieces, self.ids, strict=True)):
+            if self.failure is not None and i == self.failure.after_tokens:
+                error = {"message": self.failure.message, "type": "InternalServerError", "param": None,
+                         "code": self.failure.status}
+                yield b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+                break
             last = i == len(self.pieces) - 1
             choice: dict[str, Any]
             if self.chat:

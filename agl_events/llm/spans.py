@@ -13,7 +13,8 @@ values as Python literals). We write the same two spans, under the call's one se
   `gen_ai.completion.<i>.*`, `gen_ai.request.*` flattened, as OpenLLMetry writes them.
 
 A failed call gets the same two spans with status ERROR, the backend's status and message, and an
-`exception` event. Pure: the call in, span dicts in the JSON shape of our `Span` out.
+`exception` event (and what it streamed before it broke off). Pure: the call in, span dicts in the JSON
+shape of our `Span` out.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def call_attributes(call: LlmCall) -> dict[str, Any]:
     attributes.update(_prompt_attributes(call))
     if call.error is not None:
         attributes.update({"error.type": call.error.type, "http.response.status_code": call.error.status})
+    if not response:
         return attributes
     if response.get("id"):
         attributes["gen_ai.response.id"] = str(response["id"])
