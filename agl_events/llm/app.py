@@ -51,8 +51,11 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
     """
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # No linger: each call waits for its own spans' acknowledgement, so lingering would only delay the
+        # answer; calls that overlap still share a produce request while one is in flight.
         writer = EventWriter(settings.bootstrap_servers, settings.experiment,
-                             AvroCodec.from_url(settings.schema_registry_url), producer_id=proxy_producer_id())
+                             AvroCodec.from_url(settings.schema_registry_url), producer_id=proxy_producer_id(),
+                             **{"linger.ms": 0})
         store = StoreClient(store_url)
         http = httpx.AsyncClient(timeout=request_timeout, limits=httpx.Limits(max_connections=None,
                                                                               max_keepalive_connections=256))

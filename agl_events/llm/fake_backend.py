@@ -13,7 +13,8 @@ same tokens, ids and logprobs), so a test can compute what the recorded spans mu
   breaks off with an error event), until cleared.
 
 Tokens are whitespace-led words (`tokenize`); the reply is `reply` if set, else "Echo: <the last message's
-text or the prompt>", cut at `max_tokens` (finish_reason "length").
+text or the prompt>", cut at `max_tokens` (finish_reason "length"). `token_delay` seconds pass per
+generated token (before each streamed chunk, all of them before a plain answer), for latency benchmarks.
 """
 
 from __future__ import annotations
@@ -81,9 +82,11 @@ class FakeBackend:
     `requests` holds every request body received, so tests can check what the proxy asked for.
     """
 
-    def __init__(self, model: str = "fake-model", *, reply: str | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, model: str = "fake-model", *, reply: str | None = None, token_delay: float = 0.0,
+                 host: str = "127.0.0.1") -> None:
         self.model = model
         self.reply = reply
+        self.token_delay = token_delay
         self.failure: BackendFailure | None = None
         self.requests: list[dict[str, Any]] = []
         self.app = self._build_app()
@@ -129,13 +132,11 @@ class FakeBackend:
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
-            body = await request.json()
-            return self._answer(body, chat=True)
+            return await self._answer(await request.json(), chat=True)
 
         @app.post("/v1/completions")
         async def completions(request: Request) -> Response:
-            body = await request.json()
-            return self._answer(body, chat=False)
+            return await self._answer(await request.json(), chat=False)
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
@@ -143,7 +144,7 @@ class FakeBackend:
 
         return app
 
-    def _answer(self, body: dict[str, Any], *, chat: bool) -> Response:
+    async def _answer(self, body: dict[str, Any], *, chat: bool) -> Response:
         self.requests.append(body)
         if self.failure is not None and not (body.get("stream") and self.failure.after_tokens is not None):
             return _error(self.failure.status, self.failure.message, "ServiceUnavailableError")
@@ -157,9 +158,10 @@ class FakeBackend:
             if not isinstance(prompt, str):
                 return _error(400, "the fake backend takes one prompt string", "BadRequestError")
         pieces, finish = self.reply_pieces(last, body.get("max_tokens"))
-        answer = _Answer(body, prompt, pieces, finish, chat=chat, failure=self.failure)
+        answer = _Answer(body, prompt, pieces, finish, chat=chat, failure=self.failure, token_delay=self.token_delay)
         if body.get("stream"):
             return StreamingResponse(answer.chunks(), media_type="text/event-stream")
+        await asyncio.sleep(self.token_delay * len(pieces))
         return Response(orjson.dumps(answer.whole()), media_type="application/json")
 
 
@@ -167,8 +169,9 @@ class _Answer:
     """One reply, whole or as SSE chunks, in vLLM's shapes."""
 
     def __init__(self, body: dict[str, Any], prompt: str, pieces: list[str], finish: str, *, chat: bool,
-                 failure: BackendFailure | None = None) -> None:
+                 failure: BackendFailure | None = None, token_delay: float = 0.0) -> None:
         self.body, self.pieces, self.finish, self.chat, self.failure = body, pieces, finish, chat, failure
+        self.token_delay = token_delay
         self.prompt_ids = [token_id(p) for p in tokenize(prompt)]
         self.ids = [token_id(p) for p in pieces]
         self.token_ids = bool(body.get("return_token_ids"))
@@ -252,8 +255,8 @@ class _Answer:
             if self.token_ids:
                 choice["token_ids"] = [tid]
             offset += len(piece)
+            await asyncio.sleep(self.token_delay)
             yield self._chunk(choice)
-            await asyncio.sleep(0)
         if (self.body.get("stream_options") or {}).get("include_usage"):
             chunk = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
                      "created": self.created, "model": self.body["model"], "choices": [], "usage": self._usage()}
