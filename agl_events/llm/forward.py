@@ -107,38 +107,44 @@ class Forwarder:
             response = await self.http.send(request, stream=call.stream)
         except httpx.HTTPError as exc:
             return await self._failed(call, sequence_id, transport_error(exc, deployment))
-        if response.status_code >= 400 or not call.stream:
-            try:
-                payload = await response.aread()
-            except httpx.HTTPError as exc:
-                return await self._failed(call, sequence_id, transport_error(exc, deployment))
-            finally:
-                await response.aclose()
-            if response.status_code >= 400:
-                return await self._failed(call, sequence_id, backend_error(response.status_code, payload, deployment))
-            try:
-                call.response = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                return await self._failed(call, sequence_id, CallError(
-                    502, f"backend for model {deployment.model_name!r} answered with invalid JSON: {payload[:200]!r}",
-                    "BackendError"))
-            unrecorded = await self._record(call, sequence_id)
-            if unrecorded is not None:
-                return error_response(unrecorded.status, unrecorded.message, unrecorded.type)
-            return Response(payload, status_code=response.status_code, media_type="application/json")
-        return StreamingResponse(self._relay(call, sequence_id, response, deployment),
-                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        if call.stream and response.status_code < 400:
+            return StreamingResponse(self._relay(call, sequence_id, response, deployment),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return await self._answer(call, sequence_id, response, deployment)
 
-    async def _record(self, call: LlmCall, sequence_id: asyncio.Future[int]) -> CallError | None:
-        """Write the call's spans durably; the error to answer with if that failed.
+    async def _answer(self, call: LlmCall, sequence_id: asyncio.Future[int], response: httpx.Response,
+                      deployment: Deployment) -> Response:
+        """A whole answer (or an error, streamed or not): the backend's bytes once the spans are durable."""
+        try:
+            payload = await response.aread()
+        except httpx.HTTPError as exc:
+            return await self._failed(call, sequence_id, transport_error(exc, deployment))
+        finally:
+            await response.aclose()
+        if response.status_code >= 400:
+            return await self._failed(call, sequence_id, backend_error(response.status_code, payload, deployment))
+        try:
+            call.response = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return await self._failed(call, sequence_id, CallError(
+                502, f"backend for model {deployment.model_name!r} answered with invalid JSON: {payload[:200]!r}",
+                "BackendError"))
+        unrecorded = await self._record(call, sequence_id)
+        if unrecorded is not None:
+            return error_response(unrecorded.status, unrecorded.message, unrecorded.type)
+        return Response(payload, status_code=response.status_code, media_type="application/json")
 
-        The write runs as its own task, shielded: an agent that hangs up meanwhile does not cut it short.
-        """
+    def _record_soon(self, call: LlmCall, sequence_id: asyncio.Future[int]) -> asyncio.Future[CallError | None]:
+        """Start writing the call's spans as a task of its own, which an agent hanging up cannot cut short."""
         call.end_time = time.time()
         task = asyncio.ensure_future(self._write(call, sequence_id))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        return await asyncio.shield(task)
+        return task
+
+    async def _record(self, call: LlmCall, sequence_id: asyncio.Future[int]) -> CallError | None:
+        """Write the call's spans durably; the error to answer with if that failed."""
+        return await asyncio.shield(self._record_soon(call, sequence_id))
 
     async def _write(self, call: LlmCall, sequence_id: asyncio.Future[int]) -> CallError | None:
         try:
@@ -161,28 +167,26 @@ class Forwarder:
         """The backend's events as they come; `[DONE]` (or an error event) once the spans are durable."""
         assembler = StreamAssembler(chat=call.kind == "chat")
         relayed_error = False  # the backend's own error event already reached the agent
-        ended = False
         try:
-            try:
-                async for event in _events(response):
-                    data = sse_data(event)
-                    if data == "[DONE]":
-                        continue
-                    error = _fold(assembler, data) if data else None
-                    if error is not None:
-                        call.error, relayed_error = error, True
-                    yield ("\n".join(event) + "\n\n").encode()
-            except httpx.HTTPError as exc:
-                call.error = transport_error(exc, deployment)
-            finally:
-                await response.aclose()
-            ended = True
-        finally:
+            async for event in _events(response):
+                data = sse_data(event)
+                if data == "[DONE]":
+                    continue
+                error = _fold(assembler, data) if data else None
+                if error is not None:
+                    call.error, relayed_error = error, True
+                yield ("\n".join(event) + "\n\n").encode()
+        except httpx.HTTPError as exc:
+            call.error = transport_error(exc, deployment)
+        except BaseException:  # the agent hung up mid-stream (cancelled, or the stream closed): record what it got
             call.response = assembler.response() if assembler.chunks else None
-            if not ended:  # the agent hung up mid-stream: record what it got
-                call.error = call.error or CallError(499, "the client closed the stream before it ended",
-                                                     "ClientDisconnected")
-                await self._record(call, sequence_id)
+            call.error = call.error or CallError(499, "the client closed the stream before it ended",
+                                                 "ClientDisconnected")
+            self._record_soon(call, sequence_id)
+            raise
+        finally:
+            await response.aclose()
+        call.response = assembler.response() if assembler.chunks else None
         unrecorded = await self._record(call, sequence_id)
         failure = unrecorded or (None if relayed_error else call.error)
         if failure is not None:

@@ -32,8 +32,10 @@ class StreamAssembler:
             elif key != "object":
                 self._top[key] = value
         for delta in chunk.get("choices") or []:
-            choice = self._choices.setdefault(int(delta.get("index", 0)), self._new_choice(int(delta.get("index", 0))))
-            self._fold(choice, delta)
+            index = int(delta.get("index", 0))
+            if index not in self._choices:
+                self._choices[index] = self._new_choice(index)
+            self._fold(self._choices[index], delta)
 
     def _new_choice(self, index: int) -> dict[str, Any]:
         if self.chat:

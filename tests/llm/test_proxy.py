@@ -159,6 +159,26 @@ async def test_a_stream_the_backend_breaks_off_fails_with_the_tokens_it_got(
     assert request.attributes["response_token_ids"] == ids("Echo: one")  # the two tokens streamed before
 
 
+async def test_an_agent_hanging_up_mid_stream_leaves_a_failed_call_with_what_it_got(
+        client_for: ClientFor, backend: FakeBackend, store: KafkaLightningStore) -> None:
+    rollout = await store.start_rollout(input={})
+    backend.reply, backend.token_delay = " ".join(["word"] * 40), 0.05  # two seconds of tokens
+    chunks = await client_for(rollout).chat.completions.create(model=MODEL, stream=True,
+                                                              messages=[{"role": "user", "content": "talk"}])
+    async for chunk in chunks:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break  # the first word: hang up
+    await chunks.close()
+    for _ in range(200):  # the proxy notices, then writes the call while nobody waits for it
+        spans = list(await store.query_spans(rollout.rollout_id))
+        if spans:
+            break
+        await asyncio.sleep(0.05)
+    [request] = by_name(spans, CALL_SPAN)
+    assert request.status.status_code == "ERROR" and request.attributes["error.type"] == "ClientDisconnected"
+    assert 1 <= len(request.attributes["response_token_ids"]) < 40  # type: ignore[arg-type]
+
+
 async def test_an_unreachable_backend_is_a_502_and_a_failed_call(client_for: ClientFor,
                                                                  store: KafkaLightningStore) -> None:
     rollout = await store.start_rollout(input={})
