@@ -18,6 +18,8 @@ from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import AttemptedRollout, Span
 from tests.llm.conftest import MODEL, finished_spans
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # the store of the module lives on the module's loop
+
 ClientFor = Callable[[AttemptedRollout], openai.AsyncOpenAI]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agl_events.config import Settings
 from agl_events.llm.fake_backend import render_chat, token_id, tokenize
 from agl_events.llm.proxy import LLMProxy
@@ -13,15 +15,17 @@ from agl_events.types import EnqueueRolloutRequest
 from tests.llm.agents import asking_agent
 from tests.llm.conftest import MODEL
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 
 async def test_rollouts_on_runners_call_their_own_route_and_rewards_follow_their_calls(
-        proxy: LLMProxy, store_server: tuple[KafkaLightningStore, str], settings: Settings) -> None:
+        proxy: LLMProxy, store_server: tuple[KafkaLightningStore, str], llm_settings: Settings) -> None:
     from agentlightning.adapter import LlmProxyTraceToTriplet
     from agentlightning.types import Span as UpstreamSpan
 
     store, url = store_server
     await store.add_resources({"llm": proxy.as_resource(model=MODEL)})  # a ProxyLLM: one route per attempt
-    pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), 1, agent=asking_agent)
+    pool = RunnerPool(RunnerConfig(settings=llm_settings, store_url=url, agent="x"), 1, agent=asking_agent)
     pool.start()
     try:
         queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"q": f"question {i}"})
