@@ -134,6 +134,19 @@ async def test_concurrent_calls_of_two_attempts_are_attributed_to_each(client_fo
         assert contents == [f"Echo: rollout {i} call {j}" for j in range(3)]
 
 
+async def test_a_call_with_a_traceparent_nests_under_the_agents_span(proxy: LLMProxy,
+                                                                     store: KafkaLightningStore) -> None:
+    rollout = await store.start_rollout(input={})
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    route = proxy.as_resource(rollout.rollout_id, rollout.attempt.attempt_id, MODEL).endpoint
+    async with httpx.AsyncClient() as http:
+        answered = await http.post(f"{route}/chat/completions", headers={"traceparent": f"00-{trace_id}-{span_id}-01"},
+                                   json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+    assert answered.status_code == 200
+    [request] = by_name(await finished_spans(store, rollout), CALL_SPAN)
+    assert (request.trace_id, request.parent_id) == (trace_id, span_id)
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 async def test_a_backend_error_reaches_the_agent_and_is_recorded_as_a_failed_call(
         proxy: LLMProxy, client_for: ClientFor, backend: FakeBackend, store: KafkaLightningStore,
