@@ -30,6 +30,7 @@ _LAZY: dict[str, str] = {
     "TraceToMessages": "agl_events.adapter",
     "KafkaLightningStore": "agl_events.store.kafka",
     "InMemoryLightningStore": "agl_events.store.memory",
+    "LLMProxy": "agl_events.llm",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -47,6 +48,7 @@ if TYPE_CHECKING:  # what type checkers see; the redundant aliases mark them as 
     from agl_events.emitter import emit_object as emit_object
     from agl_events.emitter import emit_reward as emit_reward
     from agl_events.emitter import operation as operation
+    from agl_events.llm import LLMProxy as LLMProxy
     from agl_events.store.kafka import KafkaLightningStore as KafkaLightningStore
     from agl_events.store.memory import InMemoryLightningStore as InMemoryLightningStore
     from agl_events.tracer import KafkaTracer as KafkaTracer

@@ -164,7 +164,33 @@ class LLM(Resource):
 
 
 class ProxyLLM(LLM):
+    """An LLM behind the LLM proxy: each rollout attempt calls it at its own route, so calls are attributed."""
+
     resource_type: Literal["proxy_llm"] = "proxy_llm"  # type: ignore[assignment]
+
+    def get_base_url(self, rollout_id: str | None, attempt_id: str | None) -> str:
+        """Upstream's: the endpoint routed to one attempt (both ids), or as it is (neither)."""
+        if rollout_id is None and attempt_id is None:
+            return self.endpoint
+        if not (isinstance(rollout_id, str) and isinstance(attempt_id, str)):
+            raise ValueError("rollout_id and attempt_id must be strings or all be empty")
+        return proxy_base_url(self.endpoint, rollout_id, attempt_id)
+
+    def with_attempted_rollout(self, rollout: AttemptedRollout) -> LLM:
+        """The plain LLM of this rollout attempt's route, as upstream's `@rollout` hands agents."""
+        return LLM(endpoint=self.get_base_url(rollout.rollout_id, rollout.attempt.attempt_id), model=self.model,
+                   sampling_parameters=self.sampling_parameters, api_key=self.api_key)
+
+
+def proxy_base_url(endpoint: str, rollout_id: str, attempt_id: str) -> str:
+    """Upstream's `ProxyLLM.get_base_url`: `<host>/rollout/<rid>/attempt/<aid>[/v1]`, so the LLM proxy
+    can attribute each call to its attempt."""
+    prefix = endpoint[:-1] if endpoint.endswith("/") else endpoint
+    has_v1 = prefix.endswith("/v1")
+    if has_v1:
+        prefix = prefix[:-3]
+    prefix += f"/rollout/{rollout_id}/attempt/{attempt_id}"
+    return prefix + "/v1" if has_v1 else prefix
 
 
 class PromptTemplate(Resource):

@@ -75,8 +75,7 @@ class FunctionalLitAgent(LitAgent[T]):
         if self._strip_proxy and isinstance(llm, ProxyLLM):
             if not isinstance(rollout, AttemptedRollout):
                 raise ValueError("Rollout is not an AttemptedRollout.")
-            return LLM(endpoint=proxy_base_url(llm.endpoint, rollout.rollout_id, rollout.attempt.attempt_id),
-                       model=llm.model, sampling_parameters=llm.sampling_parameters, api_key=llm.api_key)
+            return llm.with_attempted_rollout(rollout)
         return llm
 
 
@@ -108,17 +107,6 @@ def _first(resources: Mapping[str, Any], kind: type[Any], label: str) -> Any:
     if len(found) > 1:
         log.warning("Multiple %s resources found in resources. Using the first one: '%s'.", label, found[0][0])
     return found[0][1]
-
-
-def proxy_base_url(endpoint: str, rollout_id: str, attempt_id: str) -> str:
-    """Upstream's `ProxyLLM.get_base_url`: `<host>/rollout/<rid>/attempt/<aid>[/v1]`, so the LLM proxy
-    can attribute each call to its attempt."""
-    prefix = endpoint[:-1] if endpoint.endswith("/") else endpoint
-    has_v1 = prefix.endswith("/v1")
-    if has_v1:
-        prefix = prefix[:-3]
-    prefix += f"/rollout/{rollout_id}/attempt/{attempt_id}"
-    return prefix + "/v1" if has_v1 else prefix
 
 
 def _validate(func: Callable[..., Any], sig: inspect.Signature) -> None:

@@ -12,6 +12,7 @@ from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
 from agl_events.cli.produce import produce_app
+from agl_events.cli.proxy import proxy
 from agl_events.cli.runner import runner_app
 from agl_events.cli.samples import samples
 from agl_events.cli.schemas import schemas_app
@@ -35,6 +36,7 @@ app.command()(bench)
 app.command()(store)
 app.command()(processor)
 app.command()(samples)
+app.command()(proxy)
 
 
 @app.callback()

@@ -2,7 +2,8 @@
 
 Per rollout a runner makes two small calls to the store (claim, finish) and one to resolve resources
 when their id changes; spans stream to Kafka in batches and are flushed before the finish is reported,
-so a rollout's spans are in the log (and in the store's view) before anyone sees it finished.
+so a rollout's spans are in the log (and in the store's view) before anyone sees it finished. A rollout
+whose resources hold a ProxyLLM also makes one call per span, for its sequence id (see KafkaTracer).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.server.client import StoreClient, StoreUnavailableError
 from agl_events.tracer import KafkaTracer
-from agl_events.types import AttemptedRollout, Claim, ResourcesUpdate
+from agl_events.types import AttemptedRollout, Claim, ProxyLLM, ResourcesUpdate
 
 log = logging.getLogger(__name__)
 
@@ -140,17 +141,24 @@ class Runner:
         rollout = claimed.rollout
         rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
         resources = await self._resolve(client, claimed.resources_id)
+        named = resources.resources if resources else {}
+        # With a ProxyLLM the agent's LLM calls reach the log through the LLM proxy, which numbers them from the
+        # store: the tracer then does too, so rewards and calls keep the order they happened in.
+        proxied = any(isinstance(resource, ProxyLLM) for resource in named.values())
+        reserve = client.sequence_reserver(rid, aid) if proxied else None
         status: Literal["succeeded", "failed"] = "succeeded"
         try:
-            async with tracer.trace_context(rid, aid, claimed.next_sequence_id):  # flushes spans on exit
-                result = await self._call_agent(rollout, resources.resources if resources else {})
+            async with tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve):  # flushes spans on exit
+                result = await self._call_agent(rollout, named)
                 record_result(tracer, result)
         except Exception as exc:  # the agent's failure is the attempt's outcome, not the runner's
             log.warning("rollout %s attempt %s failed: %r", rid, aid, exc)
             log.debug("traceback", exc_info=True)
             status = "failed"
-        # The store records the finish once its view has read the spans up to where the tracer says they went.
-        await client.finish_attempt(rid, aid, status, tracer.spans_through())
+        if proxied:  # the proxy's spans may lie past the tracer's: the store folds to where the partitions end
+            await client.update_attempt(rid, aid, status=status)
+        else:  # the store records the finish once its view has read the spans up to where the tracer says
+            await client.finish_attempt(rid, aid, status, tracer.spans_through())
         self.completed += 1
 
     async def _call_agent(self, rollout: AttemptedRollout, resources: dict[str, Any]) -> Any:

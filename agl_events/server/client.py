@@ -7,12 +7,14 @@ agentlightning.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 
 from agl_events.types import Attempt, Claim, EnqueueRolloutRequest, ResourcesUpdate, Rollout, Worker
+
+NEXT_SEQUENCE_ID = "/spans/next"
 
 
 def experiment_url(store_url: str, experiment: str) -> str:
@@ -27,20 +29,20 @@ class StoreUnavailableError(RuntimeError):
 class StoreClient:
     def __init__(self, base_url: str, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
         self._http = httpx.AsyncClient(base_url=f"{self.base_url}/v1/agl", timeout=timeout)
+        self._blocking: httpx.Client | None = None  # only for `sequence_reserver`, made on first use
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = await self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise StoreUnavailableError(
-                f"cannot reach the store at {self.base_url} ({exc!r}); start it with `agl-events store` "
-                "or set --store-url / AGL_STORE_URL") from exc
-        if response.status_code >= 500:
-            raise StoreUnavailableError(f"store error {response.status_code} on {path}: {response.text[:300]}")
-        if response.status_code >= 400:
-            raise ValueError(f"store rejected {method} {path} ({response.status_code}): {response.text[:300]}")
-        return response.json()
+            raise self._unreachable(exc) from exc
+        return _checked(response, method, path)
+
+    def _unreachable(self, exc: Exception) -> StoreUnavailableError:
+        return StoreUnavailableError(f"cannot reach the store at {self.base_url} ({exc!r}); start it with "
+                                     "`agl-events store` or set --store-url / AGL_STORE_URL")
 
     async def enqueue_many(self, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
         body = {"rollouts": [r.model_dump(mode="json") for r in requests]}
@@ -61,6 +63,32 @@ class StoreClient:
                                 json={"status": status, "spans_through": spans_through})
         return Attempt.model_validate(data)
 
+    async def query_attempts(self, rollout_id: str) -> list[Attempt]:
+        """Every attempt of the rollout (none for an unknown rollout), oldest first."""
+        data = await self._call("GET", f"/rollouts/{rollout_id}/attempts")
+        return [Attempt.model_validate(a) for a in data["items"]]
+
+    async def next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        """Reserve the rollout's next span sequence id (upstream's `get_next_span_sequence_id`)."""
+        data = await self._call("POST", NEXT_SEQUENCE_ID, json={"rollout_id": rollout_id, "attempt_id": attempt_id})
+        return int(data["sequence_id"])
+
+    def sequence_reserver(self, rollout_id: str, attempt_id: str) -> Callable[[], int]:
+        """`next_span_sequence_id` for one attempt as a blocking call, for the tracer: it numbers a span inside
+        `span.end()`, on whichever thread ends it, where no event loop can be awaited."""
+        if self._blocking is None:
+            self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout)
+        http, body = self._blocking, {"rollout_id": rollout_id, "attempt_id": attempt_id}
+
+        def reserve() -> int:
+            try:
+                response = http.post(NEXT_SEQUENCE_ID, json=body)
+            except httpx.TransportError as exc:
+                raise self._unreachable(exc) from exc
+            return int(_checked(response, "POST", NEXT_SEQUENCE_ID)["sequence_id"])
+
+        return reserve
+
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
         data = await self._call("GET", f"/resources/{resources_id}" if resources_id else "/resources/latest")
         return None if data is None else ResourcesUpdate.model_validate(data)
@@ -71,3 +99,14 @@ class StoreClient:
 
     async def close(self) -> None:
         await self._http.aclose()
+        if self._blocking is not None:
+            self._blocking.close()
+
+
+def _checked(response: httpx.Response, method: str, path: str) -> Any:
+    """The JSON of a successful answer; StoreUnavailableError for a server error, ValueError for a refusal."""
+    if response.status_code >= 500:
+        raise StoreUnavailableError(f"store error {response.status_code} on {path}: {response.text[:300]}")
+    if response.status_code >= 400:
+        raise ValueError(f"store rejected {method} {path} ({response.status_code}): {response.text[:300]}")
+    return response.json()

@@ -5,7 +5,11 @@ span: the processor queues each one on the shared idempotent producer and librdk
 Durability is settled at the end, in `flush`, which waits for every acknowledgement (acks=all) and
 raises if any span was lost, so a runner marks an attempt finished only once all its spans are in
 the log. Sequence ids are assigned here, in the order spans end, starting at the id the caller
-reserved, because Kafka offers no per-rollout counter and upstream adapters order by them.
+reserved, because Kafka offers no per-rollout counter and upstream adapters order by them. When someone
+else writes spans of the same attempt meanwhile (the LLM proxy, which takes its ids from the store),
+the caller passes `reserve` and every span takes the store's next id instead (upstream's way, a store
+call per span), so both kinds interleave in the order they happened: `LlmProxyTraceToTriplet` matches
+each reward to the LLM calls before it by sequence id alone.
 """
 
 from __future__ import annotations
@@ -44,6 +48,18 @@ class _Attempt:
     rollout_id: str
     attempt_id: str
     next_sequence_id: int
+    reserve: Callable[[], int] | None = None
+
+    def take_sequence_id(self) -> int:
+        """The next id: local, or the store's (never below the local one, whose spans the store may not
+        have folded yet) when ids are shared with another writer. A failed reservation falls back to the
+        local id: the span is kept, its place among the other writer's may be off."""
+        if self.reserve is not None:
+            try:
+                return max(self.next_sequence_id, self.reserve())
+            except Exception as exc:
+                log.warning("no sequence id from the store (%s); span numbered locally", exc)
+        return self.next_sequence_id
 
 
 class KafkaSpanProcessor(SpanProcessor):
@@ -66,12 +82,13 @@ class KafkaSpanProcessor(SpanProcessor):
         self.produced = 0
 
     # -- attempt scope -------------------------------------------------------------------------
-    def begin(self, rollout_id: str, attempt_id: str, first_sequence_id: int) -> None:
+    def begin(self, rollout_id: str, attempt_id: str, first_sequence_id: int,
+              reserve: Callable[[], int] | None = None) -> None:
         with self._order:
             if self._attempt is not None:
                 raise RuntimeError(f"tracer is already tracing rollout {self._attempt.rollout_id} attempt "
                                    f"{self._attempt.attempt_id}; one attempt at a time per tracer")
-            self._attempt = _Attempt(rollout_id, attempt_id, first_sequence_id)
+            self._attempt = _Attempt(rollout_id, attempt_id, first_sequence_id, reserve)
             self._last_sequence_id = first_sequence_id - 1
             self._spans = []
         with self._acks:
@@ -142,7 +159,7 @@ class KafkaSpanProcessor(SpanProcessor):
             if attempt is None:
                 raise RuntimeError("no active trace_context: spans need a rollout and attempt")
             try:
-                span = with_route(build(attempt.rollout_id, attempt.attempt_id, attempt.next_sequence_id))
+                span = with_route(build(attempt.rollout_id, attempt.attempt_id, attempt.take_sequence_id()))
                 new = span_event(span, self._writer.producer_id)
                 with self._acks:
                     self._outstanding += 1
@@ -157,7 +174,7 @@ class KafkaSpanProcessor(SpanProcessor):
                 with self._acks:
                     self._failures.append(exc)
                 raise
-            attempt.next_sequence_id += 1
+            attempt.next_sequence_id = span["sequence_id"] + 1
             self._last_sequence_id = span["sequence_id"]
             self._spans.append(span)
             self.produced += 1
@@ -210,13 +227,15 @@ class TraceContext:
     """`with` / `async with` scope of one attempt; on exit it flushes, so spans are durable before the
     caller reports the attempt finished. A flush failure is raised unless the body already failed."""
 
-    def __init__(self, tracer: KafkaTracer, rollout_id: str, attempt_id: str, first_sequence_id: int) -> None:
+    def __init__(self, tracer: KafkaTracer, rollout_id: str, attempt_id: str, first_sequence_id: int,
+                 reserve: Callable[[], int] | None = None) -> None:
         self._tracer = tracer
         self._args = (rollout_id, attempt_id, first_sequence_id)
+        self._reserve = reserve
         self._previous: trace.TracerProvider | None = None
 
     def __enter__(self) -> KafkaTracer:
-        self._tracer.processor.begin(*self._args)
+        self._tracer.processor.begin(*self._args, self._reserve)
         self._previous = set_active_provider(self._tracer.provider)
         return self._tracer
 
@@ -259,9 +278,11 @@ class KafkaTracer:
                 raise RuntimeError("a global OpenTelemetry TracerProvider is already set; it can be set only once")
             trace.set_tracer_provider(self.provider)
 
-    def trace_context(self, rollout_id: str, attempt_id: str, first_sequence_id: int = 1) -> TraceContext:
-        """Trace one attempt: spans ending inside get sequence ids first_sequence_id, +1, ... ."""
-        return TraceContext(self, rollout_id, attempt_id, first_sequence_id)
+    def trace_context(self, rollout_id: str, attempt_id: str, first_sequence_id: int = 1,
+                      reserve: Callable[[], int] | None = None) -> TraceContext:
+        """Trace one attempt: spans ending inside get sequence ids first_sequence_id, +1, ... , or each the
+        id `reserve()` gives (when another writer, the LLM proxy, shares the rollout's ids)."""
+        return TraceContext(self, rollout_id, attempt_id, first_sequence_id, reserve)
 
     def get_tracer(self, name: str = INSTRUMENTATION_NAME) -> trace.Tracer:
         """An OpenTelemetry tracer on this provider, for spans of your own."""

@@ -51,6 +51,23 @@ def tracer(writer: EventWriter) -> Iterator[KafkaTracer]:
     tracer.close()
 
 
+
+def test_spans_shared_with_another_writer_take_the_stores_ids(tracer: KafkaTracer) -> None:
+    """With `reserve` (a rollout whose LLM calls the proxy records) each span takes the store's next id, never
+    one below its own last, and keeps a local one when the store cannot be asked."""
+    issued = iter([1, 7, 9])  # 1: the store has not folded earlier spans yet; 4-6 and 8: the proxy took them
+
+    def reserve() -> int:
+        if (value := next(issued, None)) is None:
+            raise ConnectionError("store down")
+        return value
+
+    with tracer.trace_context("ro-shared", "at-1", first_sequence_id=3, reserve=reserve):
+        for step in range(4):
+            with operation(step=step):
+                pass
+    assert [s.sequence_id for s in tracer.get_last_trace()] == [3, 7, 9, 10]
+
 def test_spans_reach_the_log_in_order_and_upstream_adapters_find_the_reward(
         tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
     from agentlightning.adapter import TracerTraceToTriplet

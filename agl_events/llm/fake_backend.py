@@ -1,0 +1,269 @@
+"""A small OpenAI-compatible backend that answers as vLLM does when asked for `return_token_ids`.
+
+The proxy's tests and its overhead benchmark need a real HTTP backend on loopback with vLLM's token-id
+and logprob fields, and no GPU, model or network. Replies are deterministic (the same request gives the
+same tokens, ids and logprobs), so a test can compute what the recorded spans must hold:
+
+- chat: top-level `prompt_token_ids`, `choices[i].token_ids`, `choices[i].logprobs.content[{token,
+  logprob, bytes, top_logprobs}]`; streamed, `prompt_token_ids` in the first chunk only and `token_ids`
+  per chunk (the delta's tokens), as vLLM streams them;
+- completions: `choices[i].prompt_token_ids`, `choices[i].token_ids` and the legacy `logprobs` (tokens,
+  token_logprobs, top_logprobs, text_offset), streamed likewise;
+- `failure`: every request answers with that status and an OpenAI-style error body (or a streamed call
+  breaks off with an error event), until cleared.
+
+Tokens are whitespace-led words (`tokenize`); the reply is `reply` if set, else "Echo: <the last message's
+text or the prompt>", cut at `max_tokens` (finish_reason "length"). `token_delay` seconds pass per
+generated token (before each streamed chunk, all of them before a plain answer), for latency benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel
+
+_PIECE = re.compile(r"\s*\S+|\s+")
+VOCAB = 50_000
+
+
+class BackendFailure(BaseModel):
+    """What a failing backend answers: this HTTP status and message, at once or, for a streamed call,
+    as vLLM's error event after `after_tokens` tokens were streamed."""
+
+    status: int = 503
+    message: str = "the fake backend is failing on purpose"
+    after_tokens: int | None = None
+
+
+def tokenize(text: str) -> list[str]:
+    """Whitespace-led pieces: "Echo: hi there" -> ["Echo:", " hi", " there"]."""
+    return _PIECE.findall(text)
+
+
+def token_id(piece: str) -> int:
+    return zlib.crc32(piece.encode()) % VOCAB
+
+
+def logprob(piece: str) -> float:
+    """A deterministic log probability in (-1, 0]."""
+    return -(zlib.crc32(piece.encode(), 7) % 1000) / 1000
+
+
+def render_chat(messages: list[dict[str, Any]]) -> str:
+    """The prompt text a chat template would make of `messages` (what prompt_token_ids encode)."""
+    parts = [f"<|{m.get('role', 'user')}|> {_text(m.get('content'))}\n" for m in messages]
+    return "".join(parts) + "<|assistant|>"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multi-part content: its text parts
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+class FakeBackend:
+    """The backend as a FastAPI app; `start()` serves it on loopback in a thread (`url` ends in /v1).
+
+    `requests` holds every request body received, so tests can check what the proxy asked for.
+    """
+
+    def __init__(self, model: str = "fake-model", *, reply: str | None = None, token_delay: float = 0.0,
+                 host: str = "127.0.0.1") -> None:
+        self.model = model
+        self.reply = reply
+        self.token_delay = token_delay
+        self.failure: BackendFailure | None = None
+        self.requests: list[dict[str, Any]] = []
+        self.app = self._build_app()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.url = f"http://{host}:{self._sock.getsockname()[1]}/v1"
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
+                                        name="fake-llm-backend", daemon=True)
+
+    # -- serving ---------------------------------------------------------------------------------
+    def start(self) -> FakeBackend:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the fake backend did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+
+    def __enter__(self) -> FakeBackend:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what a request gets -----------------------------------------------------------------------
+    def reply_pieces(self, last_text: str, max_tokens: int | None) -> tuple[list[str], str]:
+        """The reply's tokens and finish reason, for a request whose last message (or prompt) is `last_text`."""
+        pieces = tokenize(self.reply if self.reply is not None else f"Echo: {last_text}")
+        if max_tokens is not None and len(pieces) > max_tokens:
+            return pieces[:max_tokens], "length"
+        return pieces, "stop"
+
+    def _build_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> Response:
+            return await self._answer(await request.json(), chat=True)
+
+        @app.post("/v1/completions")
+        async def completions(request: Request) -> Response:
+            return await self._answer(await request.json(), chat=False)
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
+
+        return app
+
+    async def _answer(self, body: dict[str, Any], *, chat: bool) -> Response:
+        self.requests.append(body)
+        if self.failure is not None and not (body.get("stream") and self.failure.after_tokens is not None):
+            return _error(self.failure.status, self.failure.message, "ServiceUnavailableError")
+        if body.get("model") != self.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        if chat:
+            messages = body.get("messages") or []
+            prompt, last = render_chat(messages), _text(messages[-1].get("content")) if messages else ""
+        else:
+            prompt = last = body.get("prompt")
+            if not isinstance(prompt, str):
+                return _error(400, "the fake backend takes one prompt string", "BadRequestError")
+        pieces, finish = self.reply_pieces(last, body.get("max_tokens"))
+        answer = _Answer(body, prompt, pieces, finish, chat=chat, failure=self.failure, token_delay=self.token_delay)
+        if body.get("stream"):
+            return StreamingResponse(answer.chunks(), media_type="text/event-stream")
+        await asyncio.sleep(self.token_delay * len(pieces))
+        return Response(orjson.dumps(answer.whole()), media_type="application/json")
+
+
+class _Answer:
+    """One reply, whole or as SSE chunks, in vLLM's shapes."""
+
+    def __init__(self, body: dict[str, Any], prompt: str, pieces: list[str], finish: str, *, chat: bool,
+                 failure: BackendFailure | None = None, token_delay: float = 0.0) -> None:
+        self.body, self.pieces, self.finish, self.chat, self.failure = body, pieces, finish, chat, failure
+        self.token_delay = token_delay
+        self.prompt_ids = [token_id(p) for p in tokenize(prompt)]
+        self.ids = [token_id(p) for p in pieces]
+        self.token_ids = bool(body.get("return_token_ids"))
+        logprobs = body.get("logprobs")
+        self.logprobs = bool(logprobs) if chat else logprobs is not None
+        self.top = int(body.get("top_logprobs") or 0) if chat else int(logprobs or 0)
+        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def _usage(self) -> dict[str, int]:
+        return {"prompt_tokens": len(self.prompt_ids), "completion_tokens": len(self.ids),
+                "total_tokens": len(self.prompt_ids) + len(self.ids)}
+
+    def _top(self, piece: str) -> list[tuple[str, float]]:
+        alternatives = [(piece, logprob(piece))] + [(f"{piece}~{k}", logprob(piece) - k) for k in range(1, self.top)]
+        return alternatives[: self.top]
+
+    def _chat_logprobs(self, pieces: list[str]) -> dict[str, Any] | None:
+        if not self.logprobs:
+            return None
+        return {"content": [{"token": p, "logprob": logprob(p), "bytes": list(p.encode()),
+                             "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())}
+                                              for t, lp in self._top(p)]} for p in pieces]}
+
+    def _text_logprobs(self, pieces: list[str], offset: int) -> dict[str, Any] | None:
+        if not self.logprobs:
+            return None
+        offsets, at = [], offset
+        for p in pieces:
+            offsets.append(at)
+            at += len(p)
+        return {"tokens": pieces, "token_logprobs": [logprob(p) for p in pieces],
+                "top_logprobs": [dict(self._top(p)) for p in pieces], "text_offset": offsets}
+
+    def whole(self) -> dict[str, Any]:
+        text = "".join(self.pieces)
+        choice: dict[str, Any]
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                      "logprobs": self._chat_logprobs(self.pieces), "finish_reason": self.finish}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": self._text_logprobs(self.pieces, 0),
+                      "finish_reason": self.finish}
+            if self.token_ids:
+                choice["prompt_token_ids"] = self.prompt_ids
+        if self.token_ids:
+            choice["token_ids"] = self.ids
+        response: dict[str, Any] = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+                                    "created": self.created, "model": self.body["model"], "choices": [choice],
+                                    "usage": self._usage()}
+        if self.chat and self.token_ids:
+            response["prompt_token_ids"] = self.prompt_ids
+        return response
+
+    def _chunk(self, choice: dict[str, Any], **top: Any) -> bytes:
+        chunk = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                 "created": self.created, "model": self.body["model"], **top, "choices": [choice]}
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        offset = 0
+        if self.chat:
+            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            yield self._chunk(first, **({"prompt_token_ids": self.prompt_ids} if self.token_ids else {}))
+        for i, (piece, tid) in enumerate(zip(self.pieces, self.ids, strict=True)):
+            if self.failure is not None and i == self.failure.after_tokens:
+                error = {"message": self.failure.message, "type": "InternalServerError", "param": None,
+                         "code": self.failure.status}
+                yield b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+                break
+            last = i == len(self.pieces) - 1
+            choice: dict[str, Any]
+            if self.chat:
+                choice = {"index": 0, "delta": {"content": piece}, "logprobs": self._chat_logprobs([piece]),
+                          "finish_reason": self.finish if last else None}
+            else:
+                choice = {"index": 0, "text": piece, "logprobs": self._text_logprobs([piece], offset),
+                          "finish_reason": self.finish if last else None}
+                if self.token_ids and i == 0:
+                    choice["prompt_token_ids"] = self.prompt_ids
+            if self.token_ids:
+                choice["token_ids"] = [tid]
+            offset += len(piece)
+            await asyncio.sleep(self.token_delay)
+            yield self._chunk(choice)
+        if (self.body.get("stream_options") or {}).get("include_usage"):
+            chunk = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                     "created": self.created, "model": self.body["model"], "choices": [], "usage": self._usage()}
+            yield b"data: " + orjson.dumps(chunk) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+
+def _error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}},
+                        status_code=status)
