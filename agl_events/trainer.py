@@ -98,8 +98,8 @@ class Trainer:
                 log.info("store for runners: %s", url)
                 with _progress_bar(self.progress) as on_progress:
                     ctx = AlgorithmContext(store, self.adapter, self.rollout_config, on_progress=on_progress,
-                                           settings=settings, on_sample_stream=lambda: self._start_samples(
-                                               settings, samples))
+                                           settings=settings, store_url=url,
+                                           on_sample_stream=lambda: self._start_samples(settings, samples))
                     return await algorithm.run(ctx, train, val)
             finally:
                 await self._shutdown(settings, pool)

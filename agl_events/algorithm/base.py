@@ -59,6 +59,8 @@ class AlgorithmContext:
     poll_interval: float = 1.0
     on_progress: Callable[[str, int, int], None] | None = None  # (mode, finished, total)
     settings: Settings | None = None  # where the samples topic is (the Trainer's settings)
+    #: The store's URL for other processes (runners, an LLM proxy the algorithm starts: `LLMProxy(models, url)`).
+    store_url: str | None = None
     #: Called when an algorithm first asks for a sample stream: the Trainer starts its samples worker then.
     on_sample_stream: Callable[[], None] | None = None
 
