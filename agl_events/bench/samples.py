@@ -1,6 +1,6 @@
 """The training data plane's figures, on the local (or configured) broker.
 
-    python -m agl_events.bench.samples [--rollouts 300] [--llm-calls 2]
+    python -m agl_events.bench.samples [--rollouts 300] [--llm-calls 2] [--calls 200] [--token-delay 0]
 
 Prints, as a table and a last line of JSON:
 - proxy overhead per LLM call: the same chat completion against the fake vLLM-like backend directly and
@@ -22,13 +22,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from agl_events.bench.store_latency import percentile, print_figures
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
+from agl_events.llm.fake_backend import FakeBackend
+from agl_events.llm.proxy import LLMProxy
 from agl_events.log.writer import EventWriter
 from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.stream import SampleStream
+from agl_events.server.embedded import embedded_store_server
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.tracer import KafkaTracer
 from agl_events.types import EnqueueRolloutRequest
@@ -103,17 +108,51 @@ async def measure_samples(settings: Settings, rollouts: int, calls: int, work: P
     }
 
 
+async def measure_proxy(settings: Settings, calls: int, work: Path, token_delay: float) -> dict[str, float]:
+    """The same chat call, alternately direct and through the proxy on one attempt's route."""
+    async with embedded_store_server(settings, work / "proxy-view") as (store, url):
+        with FakeBackend(token_delay=token_delay) as backend, LLMProxy(
+                [{"model_name": "policy", "litellm_params": {"model": f"hosted_vllm/{backend.model}",
+                                                             "api_base": backend.url}}], url, settings) as proxy:
+            await store.enqueue_rollout({"bench": "proxy"})
+            attempted = await store.dequeue_rollout("bench")
+            assert attempted is not None
+            route = proxy.as_resource(attempted.rollout_id, attempted.attempt.attempt_id, "policy").endpoint
+            body = {"messages": [{"role": "user", "content": "what is two plus two"}], "max_tokens": 16}
+            timings: dict[str, list[float]] = {"direct": [], "proxied": []}
+            async with httpx.AsyncClient(timeout=60) as http:
+                for i in range(calls + 5):  # the first few warm up connections and imports
+                    for name, base, model in (("direct", backend.url, backend.model), ("proxied", route, "policy")):
+                        started = time.perf_counter()
+                        answer = await http.post(f"{base}/chat/completions", json={**body, "model": model})
+                        answer.raise_for_status()
+                        if i >= 5:
+                            timings[name].append((time.perf_counter() - started) * 1000)
+    overhead = [p - d for p, d in zip(timings["proxied"], timings["direct"], strict=True)]
+    return {
+        "direct_call_p50_ms": percentile(timings["direct"], 0.5),
+        "proxied_call_p50_ms": percentile(timings["proxied"], 0.5),
+        "proxy_overhead_p50_ms": percentile(overhead, 0.5),
+        "proxy_overhead_p99_ms": percentile(overhead, 0.99),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=300, help="finished rollouts to turn into samples")
     parser.add_argument("--llm-calls", type=int, default=2, help="LLM calls traced per rollout")
+    parser.add_argument("--calls", type=int, default=200, help="chat calls each way for the proxy overhead")
+    parser.add_argument("--token-delay", type=float, default=0.0,
+                        help="seconds the fake backend takes per token (0: as fast as it can)")
     args = parser.parse_args()
     base = Settings.from_env()
     settings = base.model_copy(update={"bootstrap": ensure_broker(base),
                                        "experiment": f"bench-samples-{uuid.uuid4().hex[:8]}"})
     work = Path(tempfile.mkdtemp(prefix="agl-bench-samples-"))
-    figures = asyncio.run(measure_samples(settings, args.rollouts, args.llm_calls, work))
-    print_figures(f"training data plane · {settings.bootstrap_servers} · {args.rollouts} rollouts", figures)
+    figures = asyncio.run(measure_proxy(settings, args.calls, work, args.token_delay))
+    figures |= asyncio.run(measure_samples(settings, args.rollouts, args.llm_calls, work))
+    print_figures(f"training data plane · {settings.bootstrap_servers} · {args.calls} calls · {args.rollouts} "
+                  "rollouts", figures)
 
 
 if __name__ == "__main__":
