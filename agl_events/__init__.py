@@ -31,6 +31,10 @@ _LAZY: dict[str, str] = {
     "KafkaLightningStore": "agl_events.store.kafka",
     "InMemoryLightningStore": "agl_events.store.memory",
     "LLMProxy": "agl_events.llm",
+    "BatchPolicy": "agl_events.samples.batching",
+    "SampleStream": "agl_events.samples.stream",
+    "Sample": "agl_events.samples.model",
+    "Triplet": "agl_events.types",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -49,10 +53,14 @@ if TYPE_CHECKING:  # what type checkers see; the redundant aliases mark them as 
     from agl_events.emitter import emit_reward as emit_reward
     from agl_events.emitter import operation as operation
     from agl_events.llm import LLMProxy as LLMProxy
+    from agl_events.samples.batching import BatchPolicy as BatchPolicy
+    from agl_events.samples.model import Sample as Sample
+    from agl_events.samples.stream import SampleStream as SampleStream
     from agl_events.store.kafka import KafkaLightningStore as KafkaLightningStore
     from agl_events.store.memory import InMemoryLightningStore as InMemoryLightningStore
     from agl_events.tracer import KafkaTracer as KafkaTracer
     from agl_events.trainer import Trainer as Trainer
+    from agl_events.types import Triplet as Triplet
 
 
 def __getattr__(name: str) -> Any:
