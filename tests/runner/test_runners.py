@@ -109,8 +109,8 @@ async def test_cooperative_stop_ends_every_runner(settings: Settings, tmp_path: 
         writer.append_sync([stop_request("test", time.time(), reason="test")])
         writer.close()
         started = time.monotonic()
-        for process in pool.processes:
-            process.join(30)
+        for process in pool.processes:  # joined off the loop: the store on it still answers their last calls
+            await asyncio.to_thread(process.join, 30)
         print(f"runners stopped {time.monotonic() - started:.1f} s after the stop event")
         assert [p.exitcode for p in pool.processes] == [0, 0, 0]
         pool.stop(grace=1)
