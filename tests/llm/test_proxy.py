@@ -228,7 +228,7 @@ async def test_requests_the_proxy_cannot_attribute_or_route_are_refused_clearly(
     assert await finished_spans(store, rollout) == []
 
 
-def test_as_resource_gives_the_proxy_llm_or_one_attempts_route(proxy: LLMProxy) -> None:
+async def test_as_resource_gives_the_proxy_llm_or_one_attempts_route(proxy: LLMProxy) -> None:
     shared = proxy.as_resource(model=MODEL, sampling_parameters={"temperature": 0.7})
     assert shared.resource_type == "proxy_llm" and shared.endpoint == f"{proxy.url}/v1"
     assert shared.get_base_url("ro-1", "at-1") == f"{proxy.url}/rollout/ro-1/attempt/at-1/v1"
