@@ -10,17 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-import orjson
-from pydantic import ConfigDict, ValidationError
-
+from agl_events.events.task_request import InvalidTaskRequest, TaskRequest, parse_json
 from agl_events.server.client import StoreClient
 from agl_events.types import EnqueueRolloutRequest, Rollout
-
-
-class TaskLine(EnqueueRolloutRequest):
-    """A line of a tasks file: an enqueue request, with unknown keys refused (they are likely typos)."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 @dataclass
@@ -30,24 +22,15 @@ class ProduceReport:
     rejected: list[tuple[int, str]] = field(default_factory=list)
 
 
-def parse_lines(lines: Iterable[str]) -> Iterator[tuple[int, TaskLine | str]]:
+def parse_lines(lines: Iterable[str]) -> Iterator[tuple[int, TaskRequest | str]]:
     """(line number, request) for each non-blank line, or (line number, why it was rejected)."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            yield number, f"not JSON: {exc}"
-            continue
-        if not isinstance(data, dict):
-            yield number, f"expected a JSON object, got {type(data).__name__}"
-            continue
-        try:
-            yield number, TaskLine.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
-            yield number, problems
+            yield number, parse_json(line)
+        except InvalidTaskRequest as exc:
+            yield number, str(exc)
 
 
 async def produce_tasks(client: StoreClient, lines: Iterable[str], batch_size: int = 500,

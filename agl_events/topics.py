@@ -27,6 +27,7 @@ class Topic(StrEnum):
     RESOURCES = "resources"
     WORKERS = "workers"
     TASKS = "tasks"
+    TASK_REQUESTS = "task-requests"
     CONTROL = "control"
     SAMPLES = "samples"
     DLQ = "dlq"
@@ -75,6 +76,10 @@ LAYOUT: tuple[TopicSpec, ...] = (
     TopicSpec(topic=Topic.TASKS, key="rollout_id", partitions=6,
               config={"cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
               why="dispatched attempts for runners (a consumer group); work, not history"),
+    TopicSpec(topic=Topic.TASK_REQUESTS, key="the producer's idempotency key (a task id)", partitions=3,
+              config={"cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+              why="task requests any Kafka client writes (JSON or Avro TaskRequested); the store turns each key "
+                  "into one rollout, so the rollouts topic stays the history and this is only the inbox"),
     TopicSpec(topic=Topic.CONTROL, key="worker_id (or * for all)", partitions=1,
               config={"cleanup.policy": "delete", "retention.ms": str(DAY_MS)},
               why="requests to runners (stop); apart from the workers topic so that every runner reads only "

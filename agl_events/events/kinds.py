@@ -32,6 +32,7 @@ class Kind(StrEnum):
     RUNNERS_STOP_REQUESTED = "RunnersStopRequested"
     TASK_DISPATCHED = "TaskDispatched"
     SAMPLE_ADDED = "SampleAdded"
+    TASK_REQUESTED = "TaskRequested"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ KINDS: dict[str, KindSpec] = {
     Kind.RUNNERS_STOP_REQUESTED: KindSpec(Topic.CONTROL, folded=False),
     Kind.TASK_DISPATCHED: KindSpec(Topic.TASKS, folded=False),
     Kind.SAMPLE_ADDED: KindSpec(Topic.SAMPLES, folded=False),
+    Kind.TASK_REQUESTED: KindSpec(Topic.TASK_REQUESTS, folded=False),
 }
 
 #: Kinds after which a rollout may have reached a finished status (wakes `wait_for_rollouts`).

@@ -52,6 +52,11 @@ def active(rid: str) -> str:
     return f"x/{rid}"
 
 
+def task_key(key: str) -> str:
+    """An ingested task request's idempotency key -> the rollout it became."""
+    return f"tk/{key}"
+
+
 def resources(resources_id: str) -> str:
     return f"res/{resources_id}"
 

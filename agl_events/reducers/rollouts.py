@@ -9,6 +9,9 @@ from agl_events.reducers import keys
 from agl_events.reducers.changes import Pending
 from agl_events.types import QUEUING_STATUSES, RUNNING_STATUSES
 
+#: The rollout metadata field that holds the idempotency key of the task request it was ingested from.
+TASK_KEY = "task_key"
+
 
 def _sync_queue(view: Pending, rid: str, status: str, queue_seq: int | None) -> None:
     """The queue holds exactly the rollouts that are queuing or requeuing, in the order they entered it.
@@ -35,6 +38,9 @@ def rollout_enqueued(view: Pending, record: dict[str, Any]) -> None:
     rollout = rollout_from_record(record["rollout"])
     view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
     _sync_queue(view, rollout["rollout_id"], rollout["status"], record["queue_seq"])
+    task_key = (rollout.get("metadata") or {}).get(TASK_KEY)
+    if isinstance(task_key, str):  # an ingested task request: its key -> this rollout (set, so replay-safe)
+        view.put(keys.task_key(task_key), rollout["rollout_id"])
 
 
 def rollout_started(view: Pending, record: dict[str, Any]) -> None:

@@ -27,8 +27,9 @@ from agl_events.log.reader import EventReader
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.follower import Follower
+from agl_events.store.ingester import Ingester
 from agl_events.store.service import EventSourcedStore
-from agl_events.topics import VIEW_TOPICS, Topic
+from agl_events.topics import VIEW_TOPICS, Topic, topic_name
 from agl_events.views.rocks import RocksKV
 from agl_events.views.store_view import StoreView
 
@@ -101,14 +102,31 @@ class KafkaLightningStore(EventSourcedStore):
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})
         store = cls(KafkaLog(writer, tasks_writer), view, Follower(reader, view), producer_id=producer_id,
                     scan_debounce_seconds=scan_debounce_seconds, clock=clock)
+        store._ingester = Ingester(bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS),
+                                   codec, store.ingest_task, dead_letter_to(writer), writer.flush)
         try:
             reader.assign(view.positions)
             applied = await store.start()
+            store._ingester.start()  # only once the view holds every key enqueued before
         except BaseException:
             await store.close()  # release the RocksDB lock so that a retry can open the view
             raise
         log.info("experiment %s: view caught up (%d events folded)", settings.experiment, applied)
         return store
+
+    _ingester: Ingester | None = None
+
+    @property
+    def ingester(self) -> Ingester:
+        """The consumer turning the task-requests topic into rollouts."""
+        assert self._ingester is not None, "built by open()"
+        return self._ingester
+
+    async def close(self) -> None:
+        """Stop ingesting first: its last batch still needs the committer and the log."""
+        if self._ingester is not None:
+            await self._ingester.stop()
+        await super().close()
 
     @property
     def dead_lettered(self) -> int:

@@ -17,11 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from agl_events.events.kinds import FINISHING_KINDS, Kind
+from agl_events.events.task_request import TaskRequest
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.store import queries as q
 from agl_events.store.base import UNSET, LightningStoreCapabilities
 from agl_events.store.commands import attempts as attempt_cmds
+from agl_events.store.commands import ingest as ingest_cmds
 from agl_events.store.commands import resources as resource_cmds
 from agl_events.store.commands import rollouts as rollout_cmds
 from agl_events.store.commands import spans as span_cmds
@@ -243,6 +245,15 @@ class EventSourcedStore:
         rollout = await self._decide(lambda ctx: rollout_cmds.enqueue_rollout(
             ctx, input, mode, resources_id, config, metadata))
         return Rollout.model_validate(rollout)
+
+    async def ingest_task(self, key: str, request: TaskRequest) -> tuple[str, bool]:
+        """Enqueue the task request with idempotency key `key` unless that key was enqueued before:
+        (rollout id, whether it was enqueued now). Raises InvalidTaskRequest for an unknown resources id."""
+        return await self._decide(lambda ctx: ingest_cmds.ingest_task(ctx, key, request))
+
+    def task_rollout(self, key: str) -> str | None:
+        """The rollout the task request with idempotency key `key` became, if it was ingested."""
+        return self.view.get(keys.task_key(key))
 
     async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
         await self.healthcheck()

@@ -1,0 +1,145 @@
+"""The store's consumer of the task-requests topic: records any Kafka client wrote become enqueued rollouts.
+
+Exactly once per idempotency key, by two rules:
+- The decision is the store's own (`commands.ingest.ingest_task`, through the group committer like every
+  command, so a poll's requests are decided and appended as one batch): a key already in the view's key index
+  enqueues nothing. The index is folded from the RolloutEnqueued events themselves, so it is exactly as
+  durable as the rollouts, and the store catches its view up before this consumer starts.
+- The consumer group's offsets are committed only after every request of a poll is durable (its rollout
+  acknowledged by acks=all, or its record dead-lettered and flushed). A restart mid-batch re-reads from the
+  last commit; the requests already enqueued are found in the index and skipped. So a crash can re-read
+  records, never lose them, and a re-read never makes a second rollout.
+The offsets live in the consumer group, not the view, because they only decide what is re-read, and re-reading
+is harmless: any Kafka tool (kafka-consumer-groups) then shows the ingest lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from confluent_kafka import OFFSET_STORED, KafkaError, Message, TopicPartition
+
+from agl_events.events.codec import AvroCodec
+from agl_events.events.task_record import decode_task_request
+from agl_events.events.task_request import InvalidTaskRequest, TaskRequest
+from agl_events.log.clients import make_consumer
+
+log = logging.getLogger(__name__)
+
+#: Records decided per poll: one committer batch, one offset commit.
+POLL_RECORDS = 1000
+POLL_SECONDS = 0.25
+#: After an append failed, wait this long before re-reading the batch from its start.
+RETRY_SECONDS = 1.0
+
+Ingest = Callable[[str, TaskRequest], Awaitable[tuple[str, bool]]]
+DeadLetter = Callable[[Message, Exception], None]
+
+
+def ingest_group(experiment: str) -> str:
+    return f"agl-events-store.{experiment}"
+
+
+class Ingester:
+    """Polls `topic`, hands each request to `ingest`, dead-letters the invalid ones, then commits."""
+
+    def __init__(self, bootstrap: str, experiment: str, topic: str, codec: AvroCodec, ingest: Ingest,
+                 dead_letter: DeadLetter, flush_dead_letters: Callable[[], None]) -> None:
+        self._consumer = make_consumer(bootstrap, ingest_group(experiment), **{"enable.partition.eof": False})
+        self._topic = topic
+        self._codec = codec
+        self._ingest = ingest
+        self._dead_letter = dead_letter
+        self._flush_dead_letters = flush_dead_letters
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.enqueued = 0
+        self.duplicates = 0
+        self.dead_lettered = 0
+
+    def start(self) -> None:
+        """Read every partition from the group's committed offsets (from the start where none is committed).
+
+        Assigned, not subscribed: the store is the only reader of its experiment's requests, and a restarted
+        store after a SIGKILL must not wait out the dead member's session before a rebalance gives it work."""
+        info = self._consumer.list_topics(self._topic, timeout=10.0).topics[self._topic]
+        if info.error is not None:
+            raise RuntimeError(f"topic {self._topic} does not exist; run `agl-events topics create`")
+        self._consumer.assign([TopicPartition(self._topic, p, OFFSET_STORED) for p in sorted(info.partitions)])
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="agl-ingest")
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            messages = [m for m in await asyncio.to_thread(self._consumer.consume, POLL_RECORDS, POLL_SECONDS)
+                        if not _failed(m)]
+            if not messages:
+                continue
+            try:
+                await self._handle(messages)
+            except Exception:  # the log refused an append: nothing is committed, re-read the batch
+                log.exception("ingesting %d task requests failed; re-reading them", len(messages))
+                await asyncio.to_thread(self._rewind, messages)
+                await asyncio.sleep(RETRY_SECONDS)
+                continue
+            await asyncio.to_thread(self._commit, messages)
+
+    async def _handle(self, messages: list[Message]) -> None:
+        """Decide every request of the poll (one committer batch), dead-letter the invalid, flush the DLQ."""
+        outcomes = await asyncio.gather(*(self._one(msg) for msg in messages))
+        self.enqueued += sum(1 for outcome in outcomes if outcome is True)
+        self.duplicates += sum(1 for outcome in outcomes if outcome is False)
+        if any(outcome is None for outcome in outcomes):
+            await asyncio.to_thread(self._flush_dead_letters)
+
+    async def _one(self, msg: Message) -> bool | None:
+        """True: enqueued now; False: its key was enqueued before; None: dead-lettered."""
+        try:
+            request = decode_task_request(self._codec, msg.value())
+            _, created = await self._ingest(_key_of(msg), request)
+            return created
+        except InvalidTaskRequest as exc:
+            log.warning("task request at %s[%d]@%d dead-lettered: %s", msg.topic(), msg.partition(),
+                        msg.offset(), exc)
+            self.dead_lettered += 1
+            self._dead_letter(msg, exc)
+            return None
+
+    def _commit(self, messages: list[Message]) -> None:
+        self._consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in _last(messages).items()],
+                              asynchronous=False)
+
+    def _rewind(self, messages: list[Message]) -> None:
+        first: dict[tuple[str, int], int] = {}
+        for msg in messages:
+            first.setdefault((msg.topic() or "", msg.partition() or 0), msg.offset() or 0)
+        for (topic, partition), offset in first.items():
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+
+    async def stop(self) -> None:
+        """Let the poll in progress end (at most POLL_SECONDS) and the batch in hand settle, then leave the group."""
+        self._stopping = True
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.to_thread(self._consumer.close)
+
+
+def _key_of(msg: Message) -> str:
+    """The producer's idempotency key; a record without one is identified by where it sits in the log."""
+    key = msg.key()
+    return key.decode(errors="replace") if key else f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+
+
+def _failed(msg: Message) -> bool:
+    error = msg.error()
+    if error is not None and error.code() != KafkaError._PARTITION_EOF:
+        log.warning("task-requests consumer error: %s", error)
+    return error is not None
+
+
+def _last(messages: list[Message]) -> dict[tuple[str, int], int]:
+    last: dict[tuple[str, int], int] = {}
+    for msg in messages:
+        last[(msg.topic() or "", msg.partition() or 0)] = msg.offset() or 0
+    return last

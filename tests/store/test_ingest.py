@@ -1,0 +1,149 @@
+"""Task requests any Kafka client writes become rollouts exactly once per key, across duplicates and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from agl_events.config import Settings
+from agl_events.events.codec import AvroCodec
+from agl_events.events.task_record import encode_avro
+from agl_events.reducers.rollouts import TASK_KEY
+from agl_events.store.ingester import ingest_group
+from agl_events.store.kafka import KafkaLightningStore
+from agl_events.topics import Topic, topic_name
+from agl_events.types import EnqueueRolloutRequest
+
+N = 1000
+
+
+def _produce(settings: Settings, records: list[tuple[bytes, bytes]]) -> None:
+    """As any client would: a plain confluent-kafka producer, no agl-events code on the write path."""
+    producer = Producer({"bootstrap.servers": settings.bootstrap_servers, "enable.idempotence": True})
+    topic = topic_name(settings.experiment, Topic.TASK_REQUESTS)
+    for key, value in records:
+        producer.produce(topic, value=value, key=key)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _json_records(count: int, prefix: str = "t") -> list[tuple[bytes, bytes]]:
+    return [(f"{prefix}{i}".encode(), orjson.dumps({"input": {"i": i}, "mode": "train"})) for i in range(count)]
+
+
+async def _ingested(store: KafkaLightningStore, count: int) -> None:
+    """Wait until the store has handled `count` records since it opened (bounded, no timing asserted)."""
+    ingester = store.ingester
+    for _ in range(600):
+        if ingester.enqueued + ingester.duplicates + ingester.dead_lettered >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"ingested {ingester.enqueued}+{ingester.duplicates}+{ingester.dead_lettered} of {count}")
+
+
+async def _total(store: KafkaLightningStore) -> int:
+    return int((await store.statistics())["total_rollouts"])
+
+
+async def test_json_and_avro_requests_become_one_rollout_per_key_even_when_produced_twice(
+        settings: Settings, tmp_path: Path) -> None:
+    codec = AvroCodec()
+    avro = [(f"a{i}".encode(), encode_avro(codec, EnqueueRolloutRequest(input=f"avro {i}", metadata={"n": i})))
+            for i in range(N // 2)]
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
+    try:
+        _produce(settings, _json_records(N) + avro)
+        _produce(settings, _json_records(N) + avro)  # a producer retrying everything
+        await _ingested(store, 2 * (N + N // 2))
+        assert store.ingester.enqueued == N + N // 2
+        assert store.ingester.duplicates == N + N // 2
+        assert await _total(store) == N + N // 2
+        rid = store.task_rollout("a7")
+        assert rid is not None
+        rollout = await store.get_rollout_by_id(rid)
+        assert rollout is not None and rollout.input == "avro 7" and rollout.metadata == {"n": 7, TASK_KEY: "a7"}
+        queued = await store.query_rollouts(status_in=["queuing"])
+        assert len(queued) == N + N // 2
+    finally:
+        await store.close()
+
+
+async def test_a_store_that_rereads_every_request_after_a_crash_enqueues_none_again(
+        settings: Settings, tmp_path: Path) -> None:
+    """The worst crash: rollouts durable, no offset committed, view lost. Replay rebuilds the key index first."""
+    _produce(settings, _json_records(N))
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
+    try:
+        await _ingested(store, N)
+    finally:
+        await store.close()
+    rewind = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": ingest_group(settings.experiment)})
+    topic = topic_name(settings.experiment, Topic.TASK_REQUESTS)
+    rewind.commit(offsets=[TopicPartition(topic, p, 0) for p in range(3)], asynchronous=False)
+    rewind.close()
+    _produce(settings, _json_records(N // 10, prefix="new"))
+    reopened = await KafkaLightningStore.open(settings, view_dir=tmp_path / "fresh-view")
+    try:
+        await _ingested(reopened, N + N // 10)
+        assert (reopened.ingester.enqueued, reopened.ingester.duplicates) == (N // 10, N)
+        assert await _total(reopened) == N + N // 10
+    finally:
+        await reopened.close()
+
+
+async def test_a_store_closed_mid_ingest_and_reopened_ends_with_one_rollout_per_key(
+        settings: Settings, tmp_path: Path) -> None:
+    _produce(settings, _json_records(N))
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
+    try:
+        for _ in range(600):
+            if store.ingester.enqueued:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await store.close()
+    reopened = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
+    try:
+        for _ in range(600):
+            if await _total(reopened) >= N:
+                break
+            await asyncio.sleep(0.05)
+        assert await _total(reopened) == N
+    finally:
+        await reopened.close()
+
+
+async def test_invalid_requests_are_dead_lettered_with_reason_and_offset_and_the_rest_enqueued(
+        settings: Settings, tmp_path: Path) -> None:
+    bad = [(b"b1", b"not json"), (b"b2", b'{"input": 1, "mood": "train"}'), (b"b3", b'{"mode": "train"}'),
+           (b"b4", b'{"input": 1, "resources_id": "rs-nope"}'), (b"b5", b"\xc3\x01garbage")]
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
+    try:
+        _produce(settings, _json_records(10) + bad)
+        await _ingested(store, 15)
+        assert (store.ingester.enqueued, store.ingester.dead_lettered) == (10, 5)
+        assert await _total(store) == 10
+    finally:
+        await store.close()
+    dlq = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": "dlq-check",
+                    "auto.offset.reset": "earliest"})
+    dlq.subscribe([topic_name(settings.experiment, Topic.DLQ)])
+    found: dict[bytes, dict[str, bytes]] = {}
+    for _ in range(60):
+        msg = dlq.poll(0.5)
+        if msg is not None and msg.error() is None:
+            found[msg.key()] = dict(msg.headers() or [])
+        if len(found) == len(bad):
+            break
+    dlq.close()
+    assert set(found) == {key for key, _ in bad}
+    reasons = {key: headers["agl.error.message"].decode() for key, headers in found.items()}
+    assert "not JSON" in reasons[b"b1"]
+    assert "mood" in reasons[b"b2"] and "input" in reasons[b"b3"]
+    assert "unknown resources id 'rs-nope'" in reasons[b"b4"]
+    assert "TaskRequested" in reasons[b"b5"]
+    assert all(headers["agl.source.topic"].endswith(b".task-requests") and headers["agl.source.offset"].isdigit()
+               for headers in found.values())
