@@ -30,14 +30,16 @@ class Policy(nn.Module):
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
         self.config = config
-        torch.manual_seed(config.seed)
-        self.tokens = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = nn.Embedding(config.max_len, config.d_model)
-        self.blocks = nn.ModuleList(
-            nn.TransformerEncoderLayer(config.d_model, config.heads, dim_feedforward=4 * config.d_model, dropout=0.0,
-                                       batch_first=True, norm_first=True) for _ in range(config.layers))
-        self.norm = nn.LayerNorm(config.d_model)
-        self.head = nn.Linear(config.d_model, config.vocab_size)
+        with torch.random.fork_rng():  # seeded weights, without touching the caller's random state
+            torch.manual_seed(config.seed)
+            self.tokens = nn.Embedding(config.vocab_size, config.d_model)
+            self.positions = nn.Embedding(config.max_len, config.d_model)
+            self.blocks = nn.ModuleList(
+                nn.TransformerEncoderLayer(config.d_model, config.heads, dim_feedforward=4 * config.d_model,
+                                           dropout=0.0, batch_first=True, norm_first=True)
+                for _ in range(config.layers))
+            self.norm = nn.LayerNorm(config.d_model)
+            self.head = nn.Linear(config.d_model, config.vocab_size)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits (batch, length, vocab) for token ids (batch, length); position t sees positions <= t."""
