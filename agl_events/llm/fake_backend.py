@@ -24,9 +24,7 @@ import re
 import socket
 import threading
 import time
-import uuid
 import zlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -34,6 +32,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
+
+from agl_events.llm.vllm_format import Generated, StreamFailure, VllmAnswer
 
 _PIECE = re.compile(r"\s*\S+|\s+")
 VOCAB = 50_000
@@ -158,110 +158,23 @@ class FakeBackend:
             if not isinstance(prompt, str):
                 return _error(400, "the fake backend takes one prompt string", "BadRequestError")
         pieces, finish = self.reply_pieces(last, body.get("max_tokens"))
-        answer = _Answer(body, prompt, pieces, finish, chat=chat, failure=self.failure, token_delay=self.token_delay)
+        generated = Generated(pieces, [token_id(p) for p in pieces], [logprob(p) for p in pieces],
+                              [_alternatives(p, int(body.get("top_logprobs") or body.get("logprobs") or 0))
+                               for p in pieces], finish)
+        failure = self.failure
+        stream_failure = (StreamFailure(failure.status, failure.message, failure.after_tokens)
+                          if failure is not None and failure.after_tokens is not None else None)
+        answer = VllmAnswer(body, [token_id(p) for p in tokenize(prompt)], generated, chat=chat,
+                            failure=stream_failure, token_delay=self.token_delay)
         if body.get("stream"):
             return StreamingResponse(answer.chunks(), media_type="text/event-stream")
         await asyncio.sleep(self.token_delay * len(pieces))
         return Response(orjson.dumps(answer.whole()), media_type="application/json")
 
 
-class _Answer:
-    """One reply, whole or as SSE chunks, in vLLM's shapes."""
-
-    def __init__(self, body: dict[str, Any], prompt: str, pieces: list[str], finish: str, *, chat: bool,
-                 failure: BackendFailure | None = None, token_delay: float = 0.0) -> None:
-        self.body, self.pieces, self.finish, self.chat, self.failure = body, pieces, finish, chat, failure
-        self.token_delay = token_delay
-        self.prompt_ids = [token_id(p) for p in tokenize(prompt)]
-        self.ids = [token_id(p) for p in pieces]
-        self.token_ids = bool(body.get("return_token_ids"))
-        logprobs = body.get("logprobs")
-        self.logprobs = bool(logprobs) if chat else logprobs is not None
-        self.top = int(body.get("top_logprobs") or 0) if chat else int(logprobs or 0)
-        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-
-    def _usage(self) -> dict[str, int]:
-        return {"prompt_tokens": len(self.prompt_ids), "completion_tokens": len(self.ids),
-                "total_tokens": len(self.prompt_ids) + len(self.ids)}
-
-    def _top(self, piece: str) -> list[tuple[str, float]]:
-        alternatives = [(piece, logprob(piece))] + [(f"{piece}~{k}", logprob(piece) - k) for k in range(1, self.top)]
-        return alternatives[: self.top]
-
-    def _chat_logprobs(self, pieces: list[str]) -> dict[str, Any] | None:
-        if not self.logprobs:
-            return None
-        return {"content": [{"token": p, "logprob": logprob(p), "bytes": list(p.encode()),
-                             "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())}
-                                              for t, lp in self._top(p)]} for p in pieces]}
-
-    def _text_logprobs(self, pieces: list[str], offset: int) -> dict[str, Any] | None:
-        if not self.logprobs:
-            return None
-        offsets, at = [], offset
-        for p in pieces:
-            offsets.append(at)
-            at += len(p)
-        return {"tokens": pieces, "token_logprobs": [logprob(p) for p in pieces],
-                "top_logprobs": [dict(self._top(p)) for p in pieces], "text_offset": offsets}
-
-    def whole(self) -> dict[str, Any]:
-        text = "".join(self.pieces)
-        choice: dict[str, Any]
-        if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": self._chat_logprobs(self.pieces), "finish_reason": self.finish}
-        else:
-            choice = {"index": 0, "text": text, "logprobs": self._text_logprobs(self.pieces, 0),
-                      "finish_reason": self.finish}
-            if self.token_ids:
-                choice["prompt_token_ids"] = self.prompt_ids
-        if self.token_ids:
-            choice["token_ids"] = self.ids
-        response: dict[str, Any] = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
-                                    "created": self.created, "model": self.body["model"], "choices": [choice],
-                                    "usage": self._usage()}
-        if self.chat and self.token_ids:
-            response["prompt_token_ids"] = self.prompt_ids
-        return response
-
-    def _chunk(self, choice: dict[str, Any], **top: Any) -> bytes:
-        chunk = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                 "created": self.created, "model": self.body["model"], **top, "choices": [choice]}
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        offset = 0
-        if self.chat:
-            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-            yield self._chunk(first, **({"prompt_token_ids": self.prompt_ids} if self.token_ids else {}))
-        for i, (piece, tid) in enumerate(zip(self.pieces, self.ids, strict=True)):
-            if self.failure is not None and i == self.failure.after_tokens:
-                error = {"message": self.failure.message, "type": "InternalServerError", "param": None,
-                         "code": self.failure.status}
-                yield b"data: " + orjson.dumps({"error": error}) + b"\n\n"
-                break
-            last = i == len(self.pieces) - 1
-            choice: dict[str, Any]
-            if self.chat:
-                choice = {"index": 0, "delta": {"content": piece}, "logprobs": self._chat_logprobs([piece]),
-                          "finish_reason": self.finish if last else None}
-            else:
-                choice = {"index": 0, "text": piece, "logprobs": self._text_logprobs([piece], offset),
-                          "finish_reason": self.finish if last else None}
-                if self.token_ids and i == 0:
-                    choice["prompt_token_ids"] = self.prompt_ids
-            if self.token_ids:
-                choice["token_ids"] = [tid]
-            offset += len(piece)
-            await asyncio.sleep(self.token_delay)
-            yield self._chunk(choice)
-        if (self.body.get("stream_options") or {}).get("include_usage"):
-            chunk = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                     "created": self.created, "model": self.body["model"], "choices": [], "usage": self._usage()}
-            yield b"data: " + orjson.dumps(chunk) + b"\n\n"
-        yield b"data: [DONE]\n\n"
+def _alternatives(piece: str, top: int) -> list[tuple[str, float]]:
+    """`top` made-up alternatives, the token itself first."""
+    return [(piece, logprob(piece))] + [(f"{piece}~{k}", logprob(piece) - k) for k in range(1, top)]
 
 
 def _error(status: int, message: str, kind: str) -> JSONResponse:

@@ -122,3 +122,16 @@ def test_pure_layers_import_no_kafka_http_or_rocksdb(layer: str) -> None:
         todo.extend(graph[name])
     io = {name: sorted(dep for dep in _imports(name) if dep.split(".")[0] in IO_LIBRARIES) for name in seen}
     assert {name: deps for name, deps in io.items() if deps} == {}
+
+
+#: Who may import torch (the `training` extra): the policy, GRPO, and nothing the core imports.
+TORCH_USERS = ("agl_events.policy", "agl_events.algorithm.grpo")
+TORCH_LIBRARIES = ("torch", "transformers", "tokenizers")
+
+
+def test_only_the_training_modules_import_torch() -> None:
+    """Directly or through a training module: `import agl_events`, the CLI and the runners stay torch-free."""
+    offenders = {name: sorted(dep for dep in _imports(name) if dep.split(".")[0] in TORCH_LIBRARIES
+                              or dep.startswith(TORCH_USERS))
+                 for name in MODULES if not name.startswith(TORCH_USERS)}
+    assert {name: deps for name, deps in offenders.items() if deps} == {}

@@ -1,0 +1,162 @@
+"""GRPO on the torch policy, through the whole loop: runners sample via the LLM proxy from the policy
+server, the samples worker turns rollouts into samples, and each step trains on whole groups and publishes
+the next weights version.
+
+One step: enqueue `prompts_per_step` tasks x `group_size` rollouts under the latest version, take one batch
+of complete groups from the sample stream, normalise rewards within each group, take `epochs` PPO-clipped
+steps on the recorded token ids with the logprobs recorded at sampling time as the old policy, write the
+weights as the next version, load it into the server and publish it. The loop is synchronous (rollouts of
+one version only), so `max_staleness=0` loses nothing; a larger value lets a future pipelined loop run ahead.
+
+Evaluation goes through the runners too (`ctx.run_split(val, "val")`): the agent decodes greedily for
+rollouts that are not training ones, and the split's mean reward is the held-out success (`history`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import cycle, islice
+from typing import Any
+
+import torch
+
+from agl_events.algorithm.base import AlgorithmContext, SplitResult
+from agl_events.algorithm.grpo_math import clipped_loss, group_advantages
+from agl_events.llm.proxy import LLMProxy
+from agl_events.policy.model import Policy, PolicyConfig
+from agl_events.policy.server import PolicyServer
+from agl_events.policy.tokenizer import make_tokenizer
+from agl_events.policy.weights import save_weights, weights_path
+from agl_events.samples.batching import BatchPolicy
+from agl_events.samples.model import Sample
+from agl_events.types import ProxyLLM, ResourcesUpdate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Held-out success after `step` training steps: mean reward, and the share answered exactly right."""
+
+    step: int
+    version: int
+    mean_reward: float
+    exact: float
+
+
+@dataclass
+class _Tokens:
+    """The sequences of one batch to train on, each with its sequence's advantage."""
+
+    prompts: list[list[int]]
+    responses: list[list[int]]
+    old_logprobs: list[list[float]]
+    advantages: list[float]
+
+
+class GRPO:
+    """`steps` GRPO steps of the policy (`policy`, default a 2-layer d=32 transformer) served as `model`."""
+
+    def __init__(self, steps: int = 30, prompts_per_step: int = 8, group_size: int = 8, *, lr: float = 5e-3,
+                 epochs: int = 2, clip: float = 0.2, grad_clip: float = 1.0, temperature: float = 1.0,
+                 max_staleness: int = 0, eval_every: int = 10, policy: PolicyConfig | None = None,
+                 model: str = "policy", batch_timeout: float = 300.0) -> None:
+        self.steps, self.prompts_per_step, self.group_size = steps, prompts_per_step, group_size
+        self.lr, self.epochs, self.clip, self.grad_clip = lr, epochs, clip, grad_clip
+        self.temperature, self.max_staleness, self.eval_every = temperature, max_staleness, eval_every
+        self.tokenizer = make_tokenizer()
+        self.policy_config = policy or PolicyConfig(vocab_size=len(self.tokenizer))
+        self.model, self.batch_timeout = model, batch_timeout
+        self.history: list[Evaluation] = []
+        #: Per step: the mean training reward of its batch.
+        self.train_rewards: list[float] = []
+
+    async def run(self, ctx: AlgorithmContext, train: Sequence[Any], val: Sequence[Any] | None
+                  ) -> dict[str, SplitResult]:
+        if ctx.store_url is None or ctx.settings is None:
+            raise RuntimeError("GRPO needs the store URL and settings the Trainer gives its context")
+        policy = Policy(self.policy_config)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
+        tasks = cycle(train)
+        results: dict[str, SplitResult] = {}
+        with PolicyServer(self.tokenizer, model=self.model) as server:
+            models = [{"model_name": self.model,
+                       "litellm_params": {"model": f"hosted_vllm/{self.model}", "api_base": server.url}}]
+            with LLMProxy(models, ctx.store_url, ctx.settings) as proxy:
+                published = await self._publish(ctx, proxy, server, policy, 1)
+                batches = BatchPolicy(batch_size=self.prompts_per_step * self.group_size, group_size=self.group_size,
+                                      max_staleness=self.max_staleness)
+                async with ctx.sample_stream(batches) as stream:
+                    for step in range(self.steps + 1):
+                        if val and (step % self.eval_every == 0 or step == self.steps):
+                            results["val"] = await self._evaluate(ctx, val, step, server.version or 0, published)
+                        if step == self.steps:
+                            break
+                        await ctx.enqueue_groups(list(islice(tasks, self.prompts_per_step)), self.group_size)
+                        batch = await stream.next_batch(timeout=self.batch_timeout)
+                        if batch is None:
+                            raise TimeoutError(f"no complete batch within {self.batch_timeout:.0f} s at step {step}")
+                        tokens = self._tokens(batch.groups)
+                        await asyncio.to_thread(self._update, policy, optimizer, tokens)
+                        await stream.commit()
+                        published = await self._publish(ctx, proxy, server, policy, step + 2)
+                        log.info("step %d: mean reward %.3f, %d sequences", step, self.train_rewards[-1],
+                                 len(tokens.prompts))
+        return results
+
+    async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, policy: Policy,
+                       version: int) -> ResourcesUpdate:
+        """Write `version`, serve it, and publish it: rollouts enqueued from now on use it."""
+        assert ctx.settings is not None
+        uri = save_weights(policy, weights_path(ctx.settings.home, ctx.settings.experiment, version))
+        server.load(uri, version)
+        base = proxy.as_resource(model=self.model)
+        llm = ProxyLLM(**base.model_dump(exclude={"resource_type", "sampling_parameters"}), weights_uri=uri,
+                       version=version, sampling_parameters={"temperature": self.temperature})
+        return await ctx.publish_resources({"llm": llm})
+
+    async def _evaluate(self, ctx: AlgorithmContext, val: Sequence[Any], step: int, version: int,
+                        published: ResourcesUpdate) -> SplitResult:
+        result = await ctx.run_split(val, "val", resources_id=published.resources_id)
+        rewards = [r or 0.0 for r in result.rewards]
+        point = Evaluation(step, version, sum(rewards) / len(rewards), sum(r == 1.0 for r in rewards) / len(rewards))
+        self.history.append(point)
+        log.info("eval after %d steps (v%d): mean reward %.3f, exact %.3f", step, version, point.mean_reward,
+                 point.exact)
+        return result
+
+    def _tokens(self, groups: list[list[Sample]]) -> _Tokens:
+        """Every triplet with token ids and logprobs, each given its sample's group-normalised advantage."""
+        rewards = [[s.final_reward or 0.0 for s in group] for group in groups]
+        self.train_rewards.append(sum(map(sum, rewards)) / sum(map(len, rewards)))
+        tokens = _Tokens([], [], [], [])
+        for group, advantages in zip(groups, group_advantages(rewards), strict=True):
+            for sample, advantage in zip(group, advantages, strict=True):
+                for triplet in sample.triplets:
+                    response, logprobs = triplet.response.get("token_ids") or [], triplet.response.get("logprobs")
+                    if not response or logprobs is None or len(logprobs) != len(response):
+                        continue  # nothing sampled, or sampled without logprobs: no old policy to compare with
+                    tokens.prompts.append(list(triplet.prompt["token_ids"]))
+                    tokens.responses.append(list(response))
+                    tokens.old_logprobs.append([float(lp) for lp in logprobs])
+                    tokens.advantages.append(advantage)
+        return tokens
+
+    def _update(self, policy: Policy, optimizer: torch.optim.Optimizer, tokens: _Tokens) -> None:
+        if not tokens.prompts:
+            return
+        width = max(map(len, tokens.responses))
+        old = torch.tensor([row + [0.0] * (width - len(row)) for row in tokens.old_logprobs])
+        advantages = torch.tensor(tokens.advantages)
+        policy.train()
+        for _ in range(self.epochs):
+            new, mask = policy.sequence_logprobs(tokens.prompts, tokens.responses, temperature=self.temperature)
+            loss = clipped_loss(new, old, advantages, mask, self.clip)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), self.grad_clip)
+            optimizer.step()
+        policy.eval()

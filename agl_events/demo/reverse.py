@@ -1,0 +1,45 @@
+"""The toy task GRPO learns on CPUs: reverse three digits ("1 2 3 =" -> "3 2 1").
+
+Small enough that a 27k-parameter policy learns it in minutes, with a dense reward (the fraction of
+positions right) so every group has something to compare. The agent calls its `llm` resource through the
+OpenAI client, as any agent would; it samples at the resource's temperature when training and greedily when
+evaluating (`rollout.mode` other than train), so held-out success measures what the policy has learned.
+Defined at module level so runner processes can import it; it imports no torch.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import openai
+
+from agl_events.agent import rollout
+from agl_events.types import LLM, Rollout
+
+DIGITS = 3
+
+
+def reverse_tasks(count: int, seed: int) -> list[dict[str, Any]]:
+    """`count` tasks of three random digits, the same for the same seed."""
+    rng = random.Random(seed)
+    return [{"digits": [rng.randrange(10) for _ in range(DIGITS)]} for _ in range(count)]
+
+
+def prompt_of(task: dict[str, Any]) -> str:
+    return " ".join(map(str, task["digits"])) + " ="
+
+
+def reward_of(task: dict[str, Any], answer: str) -> float:
+    """The fraction of positions holding the right digit."""
+    want = [str(d) for d in reversed(task["digits"])]
+    return sum(a == b for a, b in zip(answer.split(), want, strict=False)) / DIGITS
+
+
+@rollout
+def reverse_agent(task: dict[str, Any], llm: LLM, rollout: Rollout) -> float:
+    temperature = float(llm.sampling_parameters.get("temperature", 1.0)) if rollout.mode == "train" else 0.0
+    with openai.OpenAI(base_url=llm.endpoint, api_key="unused", max_retries=0) as client:
+        reply = client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": prompt_of(task)}],
+                                               temperature=temperature, max_tokens=DIGITS + 1)
+    return reward_of(task, reply.choices[0].message.content or "")

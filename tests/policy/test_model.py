@@ -1,0 +1,50 @@
+"""Sampling and training agree: the logprobs a sample reports are the ones `sequence_logprobs` recomputes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agl_events.policy.model import Policy, PolicyConfig
+from agl_events.policy.tokenizer import VOCAB
+from agl_events.policy.weights import load_weights, save_weights, weights_path
+
+EOS = 2
+
+
+def test_sampled_logprobs_match_sequence_logprobs() -> None:
+    policy = Policy(PolicyConfig(vocab_size=len(VOCAB)))
+    prompts = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14]]
+    for temperature in (1.0, 0.7):
+        generator = torch.Generator().manual_seed(3)
+        sampled = [policy.sample(p, 6, temperature=temperature, eos_id=EOS, generator=generator) for p in prompts]
+        responses = [ids for ids, _, _ in sampled]
+        assert {len(r) for r in responses} != {0}
+        logprobs, mask = policy.sequence_logprobs(prompts, responses, temperature=temperature)
+        for row, (ids, reported, _) in enumerate(sampled):
+            assert mask[row].sum() == len(ids)
+            assert logprobs[row, : len(ids)].tolist() == pytest.approx(reported, abs=1e-5)
+
+
+def test_sampling_is_seeded_stops_after_eos_and_greedy_is_the_argmax() -> None:
+    policy = Policy(PolicyConfig(vocab_size=len(VOCAB)))
+    draw = [policy.sample([1, 5, 14], 8, eos_id=EOS, generator=torch.Generator().manual_seed(7)) for _ in range(2)]
+    assert draw[0] == draw[1]
+    ids = draw[0][0]
+    assert EOS not in ids[:-1] and (ids[-1] == EOS or len(ids) == 8)
+    greedy, _, tops = policy.sample([1, 5, 14], 4, temperature=0, eos_id=EOS, top=3)
+    assert [row[0][0] for row in tops] == greedy and all(len(row) == 3 for row in tops)
+
+
+def test_weights_round_trip_through_a_file_uri(tmp_path: Path) -> None:
+    policy = Policy(PolicyConfig(vocab_size=len(VOCAB), seed=5))
+    uri = save_weights(policy, weights_path(tmp_path, "exp", 1))
+    assert uri.startswith("file://") and uri.endswith("/policy/exp/v1.pt")
+    assert list((tmp_path / "policy" / "exp").iterdir()) == [tmp_path / "policy" / "exp" / "v1.pt"]
+    loaded = load_weights(uri)
+    ids = torch.tensor([[1, 5, 6, 14]])
+    assert torch.equal(loaded(ids), policy(ids))
+    with pytest.raises(ValueError, match="file://"):
+        load_weights("s3://bucket/v1.pt")
