@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import threading
-import time
 import zlib
 from typing import Any
 
 import orjson
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
+from agl_events.llm.loopback import LoopbackServer
 from agl_events.llm.vllm_format import Generated, StreamFailure, VllmAnswer
 
 _PIECE = re.compile(r"\s*\S+|\s+")
@@ -76,7 +73,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-class FakeBackend:
+class FakeBackend(LoopbackServer):
     """The backend as a FastAPI app; `start()` serves it on loopback in a thread (`url` ends in /v1).
 
     `requests` holds every request body received, so tests can check what the proxy asked for.
@@ -89,35 +86,7 @@ class FakeBackend:
         self.token_delay = token_delay
         self.failure: BackendFailure | None = None
         self.requests: list[dict[str, Any]] = []
-        self.app = self._build_app()
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
-        self.url = f"http://{host}:{self._sock.getsockname()[1]}/v1"
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
-                                        name="fake-llm-backend", daemon=True)
-
-    # -- serving ---------------------------------------------------------------------------------
-    def start(self) -> FakeBackend:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake backend did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
-
-    def __enter__(self) -> FakeBackend:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(self._build_app(), name="fake LLM backend", host=host)
 
     # -- what a request gets -----------------------------------------------------------------------
     def reply_pieces(self, last_text: str, max_tokens: int | None) -> tuple[list[str], str]:

@@ -12,19 +12,15 @@ the span attribute `gen_ai.response.model`.
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
-import time
-from typing import Any
+from typing import Any, Self
 
 import orjson
 import torch
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from transformers import PreTrainedTokenizerFast
 
+from agl_events.llm.loopback import LoopbackServer
 from agl_events.llm.vllm_format import Generated, VllmAnswer
 from agl_events.policy.model import Policy
 from agl_events.policy.weights import load_weights
@@ -32,7 +28,7 @@ from agl_events.policy.weights import load_weights
 DEFAULT_MAX_TOKENS = 8
 
 
-class PolicyServer:
+class PolicyServer(LoopbackServer):
     """Serves model `model` (the name requests must use) on loopback in a thread; `url` ends in /v1."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerFast, *, model: str = "policy", host: str = "127.0.0.1",
@@ -41,14 +37,7 @@ class PolicyServer:
         self.model = model
         self._current: tuple[int, Policy] | None = None
         self._generator = torch.Generator().manual_seed(seed)
-        self.app = self._build_app()
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
-        self.url = f"http://{host}:{self._sock.getsockname()[1]}/v1"
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
-                                        name="policy-server", daemon=True)
+        super().__init__(self._build_app(), name="policy server", host=host)
 
     @property
     def version(self) -> int | None:
@@ -59,26 +48,9 @@ class PolicyServer:
         self._current = (version, load_weights(uri))
 
     # -- serving ---------------------------------------------------------------------------------
-    def start(self) -> PolicyServer:
+    def start(self) -> Self:
         torch.set_num_threads(1)  # a tiny model: one thread is several times faster than two on two cores
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the policy server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
-
-    def __enter__(self) -> PolicyServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return super().start()
 
     # -- answering -------------------------------------------------------------------------------
     def generate(self, prompt_ids: list[int], body: dict[str, Any], *, chat: bool) -> tuple[int, Generated]:
