@@ -164,9 +164,13 @@ class Forwarder:
 
     async def _relay(self, call: LlmCall, sequence_id: asyncio.Future[int], response: httpx.Response,
                      deployment: Deployment) -> AsyncIterator[bytes]:
-        """The backend's events as they come; `[DONE]` (or an error event) once the spans are durable."""
+        """The backend's events as they come; `[DONE]` (or an error event) once the spans are durable.
+
+        The backend's own mid-stream error event is held back until then too: an agent's client raises
+        on it and hangs up, and its call must be in the log by the time it does (read your own writes).
+        """
         assembler = StreamAssembler(chat=call.kind == "chat")
-        relayed_error = False  # the backend's own error event already reached the agent
+        held_error: bytes | None = None  # the backend's error event, relayed once the spans are durable
         try:
             async for event in _events(response):
                 data = sse_data(event)
@@ -174,7 +178,8 @@ class Forwarder:
                     continue
                 error = _fold(assembler, data) if data else None
                 if error is not None:
-                    call.error, relayed_error = error, True
+                    call.error, held_error = error, ("\n".join(event) + "\n\n").encode()
+                    break
                 yield ("\n".join(event) + "\n\n").encode()
         except httpx.HTTPError as exc:
             call.error = transport_error(exc, deployment)
@@ -188,8 +193,10 @@ class Forwarder:
             await response.aclose()
         call.response = assembler.response() if assembler.chunks else None
         unrecorded = await self._record(call, sequence_id)
-        failure = unrecorded or (None if relayed_error else call.error)
-        if failure is not None:
+        failure = unrecorded or call.error
+        if unrecorded is None and held_error is not None:
+            yield held_error
+        elif failure is not None:
             yield b"data: " + orjson.dumps({"error": {"message": failure.message, "type": failure.type,
                                                       "code": failure.status}}) + b"\n\n"
         yield DONE
