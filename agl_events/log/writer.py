@@ -132,10 +132,17 @@ class EventWriter:
         self._producer.flush(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Flush what is pending (at most `timeout` seconds), then stop the poll thread."""
-        self._producer.flush(timeout)
+        """Flush what is pending (at most `timeout` seconds), then stop the poll thread and the client.
+
+        What is still unsent after `timeout` is purged, so its waiters get an error now; a client left
+        open would keep reconnecting to an unreachable broker, and logging it, for the life of the process.
+        """
+        if self._producer.flush(timeout):
+            self._producer.purge()
+            self._producer.flush(0)  # serve the purged messages' delivery reports
         self._closed.set()
         self._poller.join(timeout=5)
+        self._producer.close()
 
 
 def abandon(futures: Iterable[asyncio.Future[Any]]) -> None:
