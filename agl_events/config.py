@@ -51,6 +51,8 @@ class Settings(BaseModel):
     home: Path = Field(default_factory=default_home)
     local_port: int = 9092
     local_controller_port: int = 9093
+    #: Seconds a command waits for a configured cluster to answer before it says it cannot reach it.
+    kafka_timeout: float = Field(default=10.0, gt=0)
 
     @field_validator("experiment")
     @classmethod
@@ -86,5 +88,7 @@ class Settings(BaseModel):
             env["local_port"] = int(port)
         if port := os.environ.get("AGL_KAFKA_CONTROLLER_PORT"):
             env["local_controller_port"] = int(port)
+        if timeout := os.environ.get("AGL_KAFKA_TIMEOUT"):
+            env["kafka_timeout"] = timeout
         env.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(env)

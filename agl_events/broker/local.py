@@ -34,6 +34,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel
 
+from agl_events.broker.reach import require_reachable
 from agl_events.config import PROJECT_ROOT, Settings, data_dir
 
 #: Where the Maven project, the configuration template and the log4j configuration live: deploy/kafka/
@@ -385,9 +386,11 @@ def ensure_broker(settings: Settings, timeout: float = 60.0) -> str:
     """The bootstrap servers to use, starting the local broker first if it is the one in use.
 
     Every agl-events command calls this, so a configured remote cluster is never second-guessed
-    (nothing is started) and the local broker is started at most once.
+    (nothing is started, it is only asked once whether it answers, within `settings.kafka_timeout`)
+    and the local broker is started at most once.
     """
     if not settings.uses_local_broker:
+        require_reachable(settings.bootstrap_servers, settings.kafka_timeout)
         return settings.bootstrap_servers
     LocalBroker(settings).start(timeout=timeout)
     return settings.bootstrap_servers

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
+from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.bench import bench
 from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
@@ -20,7 +22,20 @@ from agl_events.cli.store import store
 from agl_events.cli.topics import topics_app
 from agl_events.config import Settings
 
+
+class _Commands(TyperGroup):
+    """The root command group: an unreachable cluster ends any command with its one-line message."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KafkaUnreachableError as exc:
+            typer.echo(f"Error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="agl-events",
     help="Agent Lightning's store on an Apache Kafka log.",
     no_args_is_help=True,
@@ -55,13 +70,19 @@ def main(
         typer.Option("--schema-registry", envvar="AGL_SCHEMA_REGISTRY_URL",
                      help="Confluent Schema Registry URL; unset: self-describing Avro single-object encoding."),
     ] = None,
+    kafka_timeout: Annotated[
+        float | None,
+        typer.Option("--kafka-timeout", envvar="AGL_KAFKA_TIMEOUT", min=0.1,
+                     help="Seconds to wait for a configured cluster to answer before giving up (default 10)."),
+    ] = None,
     home: Annotated[
         Path | None, typer.Option("--home", envvar="AGL_HOME", help="Where local broker data and logs live.")
     ] = None,
 ) -> None:
     try:
         ctx.obj = Settings.from_env(
-            bootstrap=bootstrap, experiment=experiment, schema_registry_url=schema_registry, home=home
+            bootstrap=bootstrap, experiment=experiment, schema_registry_url=schema_registry, home=home,
+            kafka_timeout=kafka_timeout,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -1,10 +1,11 @@
-"""`agl-events produce tasks FILE.jsonl`: enqueue rollouts in bulk, with a progress bar and a summary."""
+"""`agl-events produce tasks FILE.jsonl` and `produce status`: put work into an experiment, see what became of it."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -13,66 +14,173 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
-from agl_events.produce import ProduceReport, produce_tasks
+from agl_events.config import Settings
+from agl_events.log.admin import create_topics
+from agl_events.log.clients import make_admin, make_producer
+from agl_events.produce.lines import ProduceReport
+from agl_events.produce.status import TopicMissingError, ingest_progress
+from agl_events.produce.to_kafka import produce_to_topic
+from agl_events.produce.via_store import produce_via_store
 from agl_events.server.client import StoreClient, StoreUnavailableError, experiment_url
+from agl_events.topics import Topic, topic_name
 
-produce_app = typer.Typer(help="Put work into an experiment.", no_args_is_help=True)
+produce_app = typer.Typer(help="Put work into an experiment, and see what became of it.", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)
 SHOWN_ERRORS = 20
+StoreUrl = Annotated[str, typer.Option("--store-url", envvar="AGL_STORE_URL", help="The agl-events store server.")]
+DEFAULT_STORE_URL = "http://127.0.0.1:4747"
+Progressed = Callable[[int, int], None]
 
 
 @produce_app.command()
 def tasks(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="A JSON-lines file, or - for standard input.")],
-    store_url: Annotated[str, typer.Option("--store-url", envvar="AGL_STORE_URL", help="The agl-events store server.")
-                         ] = "http://127.0.0.1:4747",
-    batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Rollouts per store call.")] = 500,
+    key_field: Annotated[str | None, typer.Option(
+        "--key-field", help="The field (dotted path) of each line that is its idempotency key; "
+                            "default: a hash of the line.")] = None,
+    via_store: Annotated[bool, typer.Option(
+        "--via-store", help="Enqueue through the store's HTTP API instead of the task-requests topic.")] = False,
+    store_url: StoreUrl = DEFAULT_STORE_URL,
+    batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Rollouts per store call (--via-store).")
+                          ] = 500,
 ) -> None:
-    """Enqueue one rollout per line ({"input": ..., "mode"?, "resources_id"?, "config"?, "metadata"?})."""
+    """One task per line ({"input": ..., "mode"?, "resources_id"?, "config"?, "metadata"?}).
+
+    By default each line is a record on the experiment's task-requests topic, keyed by its idempotency key:
+    no store has to run, and the store enqueues each key once whenever it ingests them.
+    """
     cfg = settings(ctx)
-    if source == "-":
-        lines: list[str] = sys.stdin.read().splitlines()
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise typer.BadParameter(f"no such file: {path}", param_hint="SOURCE")
-        lines = path.read_text().splitlines()
+    if via_store and key_field is not None:
+        raise typer.BadParameter("the store's enqueue API takes no idempotency key", param_hint="--key-field")
+    lines = _read(source)
+    bootstrap = None if via_store else _task_requests_ready(cfg)  # before the bar: an error is then one line
     started = time.perf_counter()
-    with Progress(TextColumn("enqueuing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
+    with Progress(TextColumn("enqueuing" if via_store else "producing (acknowledged)"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("lines", total=len(lines))
-        try:
-            report = asyncio.run(_produce(experiment_url(store_url, cfg.experiment), lines, batch_size,
-                                          lambda done, _: progress.update(bar, completed=done)))
-        except StoreUnavailableError as exc:
-            console.print(f"[red]{exc}[/]")
-            raise typer.Exit(2) from exc
+
+        def on_progress(done: int, _: int) -> None:
+            progress.update(bar, completed=done)
+
+        if bootstrap is None:
+            report = _via_store(experiment_url(store_url, cfg.experiment), lines, batch_size, on_progress)
+        else:
+            report = _to_kafka(bootstrap, cfg.experiment, lines, key_field, on_progress)
         progress.update(bar, completed=len(lines))
-    _summary(report, time.perf_counter() - started, cfg.experiment)
-    if report.rejected:
+    _summary(report, time.perf_counter() - started, cfg.experiment, via_store)
+    if not report.ok:
         raise typer.Exit(1)
 
 
-async def _produce(url: str, lines: list[str], batch_size: int, on_progress: object) -> ProduceReport:
-    client = StoreClient(url)
+def _read(source: str) -> list[str]:
+    if source == "-":
+        return sys.stdin.read().splitlines()
+    path = Path(source)
+    if not path.is_file():
+        raise typer.BadParameter(f"no such file: {path}", param_hint="SOURCE")
+    return path.read_text().splitlines()
+
+
+def _via_store(url: str, lines: list[str], batch_size: int, on_progress: Progressed) -> ProduceReport:
+    async def run() -> ProduceReport:
+        client = StoreClient(url)
+        try:
+            return await produce_via_store(client, lines, batch_size, on_progress)
+        finally:
+            await client.close()
+
     try:
-        return await produce_tasks(client, lines, batch_size, on_progress)  # type: ignore[arg-type]
+        return asyncio.run(run())
+    except StoreUnavailableError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+
+
+def _task_requests_ready(cfg: Settings) -> str:
+    """The bootstrap servers, once the cluster answers and the experiment's task-requests topic exists."""
+    bootstrap = ensure_broker(cfg)
+    admin = make_admin(bootstrap)
+    if topic_name(cfg.experiment, Topic.TASK_REQUESTS) not in admin.list_topics(timeout=cfg.kafka_timeout).topics:
+        create_topics(admin, cfg.experiment)  # a first produce before any store ran: lay the experiment out
+        console.print(f"created the topics of experiment {cfg.experiment}")
+    return bootstrap
+
+
+def _to_kafka(bootstrap: str, experiment: str, lines: list[str], key_field: str | None,
+              on_progress: Progressed) -> ProduceReport:
+    producer = make_producer(bootstrap, f"produce-tasks-{experiment}")
+    try:
+        return produce_to_topic(producer, topic_name(experiment, Topic.TASK_REQUESTS), lines, key_field, on_progress)
     finally:
-        await client.close()
+        producer.close()
 
 
-def _summary(report: ProduceReport, seconds: float, experiment: str) -> None:
+def _summary(report: ProduceReport, seconds: float, experiment: str, via_store: bool) -> None:
     table = Table(title=f"produce tasks · experiment {experiment}")
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("lines read", str(report.lines))
-    table.add_row("rollouts enqueued", str(len(report.enqueued)))
+    accepted = "rollouts enqueued" if via_store else "task requests acknowledged"
+    table.add_row(accepted, str(report.accepted))
     table.add_row("lines rejected", str(len(report.rejected)))
-    table.add_row("rollouts/s", f"{len(report.enqueued) / max(seconds, 1e-9):.0f}")
+    if report.failed:
+        table.add_row("lines Kafka refused", str(len(report.failed)))
+    table.add_row("rollouts/s" if via_store else "requests/s", f"{report.accepted / max(seconds, 1e-9):.0f}")
     console.print(table)
-    for number, why in report.rejected[:SHOWN_ERRORS]:
-        console.print(f"[red]line {number}[/]: {why}")
-    if len(report.rejected) > SHOWN_ERRORS:
-        console.print(f"... and {len(report.rejected) - SHOWN_ERRORS} more rejected lines")
+    for what, problems in (("", report.rejected), ("not produced: ", report.failed)):
+        for number, why in problems[:SHOWN_ERRORS]:
+            console.print(f"[red]line {number}[/]: {what}{why}")
+        if len(problems) > SHOWN_ERRORS:
+            console.print(f"... and {len(problems) - SHOWN_ERRORS} more")
+    if not via_store and report.accepted:
+        console.print("the store enqueues them as it ingests the topic; `agl-events produce status` shows how far")
+
+
+@produce_app.command()
+def status(
+    ctx: typer.Context,
+    keys: Annotated[list[str] | None, typer.Option(
+        "--key", help="An idempotency key to look up in the store (repeatable).")] = None,
+    store_url: StoreUrl = DEFAULT_STORE_URL,
+) -> None:
+    """How many produced task requests the store has ingested (from Kafka), and what given keys became."""
+    cfg = settings(ctx)
+    try:
+        partitions = ingest_progress(ensure_broker(cfg), cfg.experiment, cfg.kafka_timeout)
+    except TopicMissingError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from exc
+    out = Console()
+    table = Table("partition", "produced", "ingested", "pending", title=f"task requests · experiment {cfg.experiment}")
+    for p in partitions:
+        table.add_row(str(p.partition), str(p.produced), str(p.ingested), str(p.pending))
+    table.add_row("all", *(str(sum(getattr(p, f) for p in partitions)) for f in ("produced", "ingested", "pending")))
+    out.print(table)
+    if keys:
+        out.print(_key_table(experiment_url(store_url, cfg.experiment), keys))
+
+
+def _key_table(url: str, keys: list[str]) -> Table:
+    async def lookup() -> list[tuple[str, str, str]]:
+        client = StoreClient(url)
+        try:
+            rows = []
+            for key in keys:
+                rollout = await client.task_request(key)
+                rows.append((key, rollout.rollout_id, rollout.status) if rollout else (key, "-", "not ingested"))
+            return rows
+        finally:
+            await client.close()
+
+    try:
+        rows = asyncio.run(lookup())
+    except StoreUnavailableError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    table = Table("key", "rollout", "status", title="task requests by key")
+    for row in rows:
+        table.add_row(*row)
+    return table

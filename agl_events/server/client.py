@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -92,6 +93,11 @@ class StoreClient:
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
         data = await self._call("GET", f"/resources/{resources_id}" if resources_id else "/resources/latest")
         return None if data is None else ResourcesUpdate.model_validate(data)
+
+    async def task_request(self, key: str) -> Rollout | None:
+        """The rollout the task request with idempotency key `key` became; None while it is not ingested."""
+        data = await self._call("GET", f"/task-requests/{quote(key, safe='')}")
+        return Rollout.model_validate(data["rollout"]) if data["rollout"] is not None else None
 
     async def update_worker(self, worker_id: str, heartbeat_stats: dict[str, Any]) -> Worker:
         data = await self._call("POST", f"/workers/{worker_id}", json={"heartbeat_stats": heartbeat_stats})

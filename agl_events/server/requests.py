@@ -16,6 +16,7 @@ from agl_events.types import (
     AttemptedRollout,
     AttemptStatus,
     EnqueueRolloutRequest,
+    Rollout,
     RolloutConfig,
     RolloutMode,
     RolloutStatus,
@@ -178,6 +179,13 @@ class ClaimResponse(BaseModel):
     rollout: AttemptedRollout | None
     next_sequence_id: int | None
     resources_id: str | None = None
+
+
+class TaskRequestStatus(BaseModel):
+    """agl-events extension: what a task request with idempotency key `key` became (null: not ingested yet)."""
+
+    key: str
+    rollout: Rollout | None
 
 
 class FinishAttemptRequest(BaseModel):

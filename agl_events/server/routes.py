@@ -28,6 +28,7 @@ from agl_events.server.requests import (
     QueryWorkersRequest,
     RolloutRequest,
     StartAttemptRequest,
+    TaskRequestStatus,
     UpdateAttemptRequest,
     UpdateRolloutRequest,
     UpdateWorkerRequest,
@@ -211,6 +212,16 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         if finish is None:
             raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
         return respond(await finish(rollout_id, attempt_id, request.status, request.spans_through), Attempt)
+
+    @router.get("/task-requests/{key:path}", response_model=TaskRequestStatus)
+    async def task_request_status(key: str, store: Store) -> JSONResponse:
+        """agl-events extension: the rollout a task request of the task-requests topic became, if any yet."""
+        task_rollout = getattr(store, "task_rollout", None)
+        if task_rollout is None:
+            raise HTTPException(status_code=501, detail="this store backend does not ingest task requests")
+        rollout_id = task_rollout(key)
+        rollout = await store.get_rollout_by_id(rollout_id) if rollout_id is not None else None
+        return respond(TaskRequestStatus(key=key, rollout=rollout), TaskRequestStatus)
 
     async def _query_attempts(rollout_id: str, q: QueryAttemptsRequest, store: LightningStore) -> JSONResponse:
         validate_pagination(q, Attempt)

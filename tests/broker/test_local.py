@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer
 from typer.testing import CliRunner
 
 from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, ensure_broker, local
+from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.main import app
 from agl_events.config import Settings
 
@@ -223,14 +224,18 @@ def test_missing_maven_or_java_is_explained(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_ensure_broker_with_bootstrap_never_starts_anything(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bootstrap: str
 ) -> None:
+    """A configured cluster is only asked whether it answers: the running one is used, a wrong one named."""
     def refuse(self: LocalBroker, timeout: float = 60.0) -> BrokerStatus:
         raise AssertionError("must not start a local broker when a cluster is configured")
 
     monkeypatch.setattr(LocalBroker, "start", refuse)
-    cfg = _settings(tmp_path, bootstrap="kafka-1.example:9092,kafka-2.example:9092")
-    assert ensure_broker(cfg) == "kafka-1.example:9092,kafka-2.example:9092"
+    assert ensure_broker(_settings(tmp_path, bootstrap=bootstrap)) == bootstrap
+    wrong = _settings(tmp_path, bootstrap="kafka-1.example:9092,kafka-2.example:9092", kafka_timeout=1)
+    with pytest.raises(KafkaUnreachableError, match=r"kafka-1\.example:9092: unknown host, "
+                                                    r"kafka-2\.example:9092: unknown host"):
+        ensure_broker(wrong)
     assert not (tmp_path / "kafka").exists()
 
 

@@ -1,16 +1,21 @@
-"""`agl-events produce tasks`: 10k lines through a real store server, bad lines reported by number."""
+"""`agl-events produce tasks|status`: 10k lines to the task-requests topic with no store running, and through a
+real store server; each key one rollout across a second produce and a SIGKILLed store; bad lines by number."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agl_events.config import Settings
-from agl_events.produce import parse_lines
+from agl_events.produce.lines import line_key
+from agl_events.produce.status import ingest_progress
 from tests.server.server_process import Server
 
 BAD_LINES = {
@@ -22,27 +27,99 @@ BAD_LINES = {
 }
 
 
-def test_parse_lines_explains_each_rejection() -> None:
-    parsed = dict(parse_lines([BAD_LINES[17], "", BAD_LINES[500], BAD_LINES[10_000], '{"input": {"q": 1}}']))
-    assert set(parsed) == {1, 3, 4, 5}  # the blank line is skipped, numbering is the file's
-    assert parsed[1].startswith("not JSON")
-    assert "expected a JSON object" in parsed[3]
-    assert "inptu" in parsed[4] and "input" in parsed[4]
-    assert parsed[5].input == {"q": 1}
-
-
-def test_ten_thousand_lines_with_bad_ones(settings: Settings, tmp_path: Path) -> None:
+def _tasks_file(tmp_path: Path) -> tuple[Path, list[str]]:
     lines = [json.dumps({"input": {"i": i}, "mode": "train", "metadata": {"line": i}}) for i in range(1, 10_001)]
     for number, bad in BAD_LINES.items():
         lines[number - 1] = bad
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("\n".join(lines) + "\n")
+    return tasks, lines
+
+
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
+                           "--experiment", settings.experiment, *args], capture_output=True, text=True, timeout=300)
+
+
+def _all_row(status_output: str) -> tuple[int, int, int]:
+    """(produced, ingested, pending) from the `all` row of `produce status`."""
+    found = re.search(r"all\W+(\d+)\W+(\d+)\W+(\d+)", status_output)
+    assert found is not None, status_output
+    produced, ingested, pending = map(int, found.groups())
+    return produced, ingested, pending
+
+
+def _wait_ingested(settings: Settings, deadline_s: float = 180) -> None:
+    """Until the store's ingest group has committed every produced record (bounded; no timing asserted)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if sum(p.pending for p in ingest_progress(settings.bootstrap_servers, settings.experiment)) == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the store did not ingest every task request")
+
+
+def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(settings: Settings,
+                                                                          tmp_path: Path) -> None:
+    tasks, lines = _tasks_file(tmp_path)
+    for _ in range(2):  # the second run is a user producing the same file again: no rollout twice
+        done = _cli(settings, "produce", "tasks", str(tasks))
+        print(done.stderr[-1500:])
+        assert done.returncode == 1  # some lines were rejected
+        assert all(f"line {number}" in done.stderr for number in BAD_LINES)
+        assert "producing (acknowledged)" in done.stderr  # the progress bar
+        assert "9995" in done.stderr  # acknowledged, in the summary
+    before = _cli(settings, "produce", "status")
+    assert before.returncode == 0, before.stderr
+    assert _all_row(before.stdout) == (2 * 9995, 0, 2 * 9995)
+
+    server = Server(settings, tmp_path / "views", tmp_path / "server.log")
+    server.start()
+    try:
+        for _ in range(600):  # SIGKILL the store once it has ingested some (how many is printed, not asserted)
+            ingested = httpx.get(f"{server.base}/statistics", timeout=10).json()["total_rollouts"]
+            if ingested:
+                break
+            time.sleep(0.05)
+        server.kill9()
+        print(f"store SIGKILLed with {ingested} rollouts ingested")
+        server.start()
+        _wait_ingested(settings)
+        stats = httpx.get(f"{server.base}/statistics", timeout=10).json()
+        assert stats["total_rollouts"] == 10_000 - len(BAD_LINES)
+        after = _cli(settings, "produce", "status", "--key", line_key(lines[0]), "--key", "nope",
+                     "--store-url", f"http://127.0.0.1:{server.port}")
+        assert after.returncode == 0, after.stderr
+        assert _all_row(after.stdout) == (2 * 9995, 2 * 9995, 0)
+        first = httpx.post(f"{server.base}/rollouts/search", json={"limit": 100_000}, timeout=30).json()["items"]
+        by_line = {r["metadata"]["line"]: r for r in first}
+        assert len(by_line) == 9995 and by_line[1]["status"] == "queuing"
+        assert re.search(rf"{line_key(lines[0])}\W+{by_line[1]['rollout_id']}\W+queuing", after.stdout)
+        assert re.search(r"nope\W+-\W+not ingested", after.stdout)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("command", [["produce", "tasks", "-"], ["produce", "status"], ["topics", "describe"],
+                                     ["store"]])
+def test_an_unreachable_bootstrap_is_one_line_not_a_traceback(command: list[str], tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agl_events", "--bootstrap", "127.0.0.1:1", "--kafka-timeout", "2",
+                           *command], input='{"input": 1}\n', capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]  # one line
+    assert "cannot reach Kafka at 127.0.0.1:1 within 2 s" in done.stderr
+    assert "127.0.0.1:1: connection refused" in done.stderr and "--bootstrap" in done.stderr
+
+
+def test_ten_thousand_lines_through_the_store_with_bad_ones(settings: Settings, tmp_path: Path) -> None:
+    tasks, _ = _tasks_file(tmp_path)
     server = Server(settings, tmp_path / "views", tmp_path / "server.log")
     server.start()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
-             "--experiment", settings.experiment, "produce", "tasks", str(tasks),
+             "--experiment", settings.experiment, "produce", "tasks", str(tasks), "--via-store",
              "--store-url", f"http://127.0.0.1:{server.port}", "--batch-size", "1000"],
             capture_output=True, text=True, timeout=300)
         print(done.stderr[-1500:])
@@ -62,7 +139,7 @@ def test_an_unreachable_store_is_a_clear_error(settings: Settings, tmp_path: Pat
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"input": 1}\n')
     done = subprocess.run([sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
-                           "produce", "tasks", str(tasks), "--store-url", "http://127.0.0.1:9"],
+                           "produce", "tasks", str(tasks), "--via-store", "--store-url", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "agl-events store" in done.stderr
