@@ -54,4 +54,4 @@ def make_consumer(bootstrap: str, group_id: str | None = None, **overrides: Any)
 
 
 def make_admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})

@@ -23,6 +23,7 @@ from agl_events.reducers import keys
 from agl_events.store import queries as q
 from agl_events.store.base import UNSET, LightningStoreCapabilities
 from agl_events.store.commands import attempts as attempt_cmds
+from agl_events.store.commands import dispatch as dispatch_cmds
 from agl_events.store.commands import ingest as ingest_cmds
 from agl_events.store.commands import resources as resource_cmds
 from agl_events.store.commands import rollouts as rollout_cmds
@@ -99,6 +100,9 @@ class EventSourcedStore:
         watchdog. Returns how many events the catch-up folded."""
         applied = await self._follower.catch_up()
         self._run_background()
+        if next(self.view.scan(keys.QUEUE), None) is not None:
+            announced = await self._decide(dispatch_cmds.announce_queued)
+            log.info("announced %d queued rollouts to the runners again", announced)
         return applied
 
     def _run_background(self) -> None:

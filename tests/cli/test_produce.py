@@ -16,6 +16,9 @@ import pytest
 from agl_events.config import Settings
 from agl_events.produce.lines import line_key
 from agl_events.produce.status import ingest_progress
+from agl_events.runner.pool import RunnerPool
+from agl_events.runner.worker import RunnerConfig
+from tests.runner.agents import counting_agent
 from tests.server.server_process import Server
 
 BAD_LINES = {
@@ -59,8 +62,20 @@ def _wait_ingested(settings: Settings, deadline_s: float = 180) -> None:
     raise AssertionError("the store did not ingest every task request")
 
 
+def _wait_succeeded(server: Server, count: int, deadline_s: float = 900) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        page = httpx.post(f"{server.base}/rollouts/search", json={"status_in": ["succeeded"], "limit": 1},
+                          timeout=30).json()
+        if page["total"] >= count:
+            return
+        time.sleep(1)
+    raise AssertionError(f"runners finished {page['total']} of {count} rollouts")
+
+
 def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(settings: Settings,
                                                                           tmp_path: Path) -> None:
+    """Produced twice with no store, ingested by a store SIGKILLed mid-ingest and restarted, run by runners."""
     tasks, lines = _tasks_file(tmp_path)
     for _ in range(2):  # the second run is a user producing the same file again: no rollout twice
         done = _cli(settings, "produce", "tasks", str(tasks))
@@ -84,17 +99,26 @@ def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(setti
         server.kill9()
         print(f"store SIGKILLed with {ingested} rollouts ingested")
         server.start()
-        _wait_ingested(settings)
-        stats = httpx.get(f"{server.base}/statistics", timeout=10).json()
-        assert stats["total_rollouts"] == 10_000 - len(BAD_LINES)
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=f"http://127.0.0.1:{server.port}", agent="x"),
+                          4, agent=counting_agent)
+        pool.start()
+        try:
+            _wait_ingested(settings)
+            stats = httpx.get(f"{server.base}/statistics", timeout=10).json()
+            assert stats["total_rollouts"] == 10_000 - len(BAD_LINES)
+            started = time.monotonic()
+            _wait_succeeded(server, 10_000 - len(BAD_LINES))
+            print(f"4 runners finished them at {9995 / (time.monotonic() - started):.0f} rollouts/s")
+        finally:
+            pool.stop(grace=30)
         after = _cli(settings, "produce", "status", "--key", line_key(lines[0]), "--key", "nope",
                      "--store-url", f"http://127.0.0.1:{server.port}")
         assert after.returncode == 0, after.stderr
         assert _all_row(after.stdout) == (2 * 9995, 2 * 9995, 0)
         first = httpx.post(f"{server.base}/rollouts/search", json={"limit": 100_000}, timeout=30).json()["items"]
         by_line = {r["metadata"]["line"]: r for r in first}
-        assert len(by_line) == 9995 and by_line[1]["status"] == "queuing"
-        assert re.search(rf"{line_key(lines[0])}\W+{by_line[1]['rollout_id']}\W+queuing", after.stdout)
+        assert len(by_line) == 9995 and {r["status"] for r in first} == {"succeeded"}
+        assert re.search(rf"{line_key(lines[0])}\W+{by_line[1]['rollout_id']}\W+succeeded", after.stdout)
         assert re.search(r"nope\W+-\W+not ingested", after.stdout)
     finally:
         server.stop()

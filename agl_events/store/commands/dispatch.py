@@ -5,10 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 from agl_events.events.convert import dumps
+from agl_events.reducers import keys
 from agl_events.store.context import DecisionContext
+from agl_events.types import QUEUING_STATUSES
 
 
 def dispatch(ctx: DecisionContext, rollout: dict[str, Any], queue_seq: int) -> None:
     ctx.emit("TaskDispatched", rollout["rollout_id"], rollout_id=rollout["rollout_id"], attempt_id=None,
              attempt_sequence_id=None, worker_id=None, resources_id=rollout["resources_id"], mode=rollout["mode"],
              input_json=dumps(rollout["input"]), queue_seq=queue_seq)
+
+
+def announce_queued(ctx: DecisionContext) -> int:
+    """Dispatch every rollout waiting in the queue again; returns how many.
+
+    A rollout's RolloutEnqueued and its TaskDispatched go out through two producers (tasks need record
+    batches of their own), so a store killed between the two acknowledgements can leave a queued rollout
+    that no runner ever hears of; its request is not acknowledged, but an ingested task request is then
+    found in the key index on re-read and never enqueued again. A starting store therefore announces
+    the whole queue once more. A second announcement is harmless: runners claim through the store, and a
+    claim of a rollout no longer queued is refused (`commands.tasks.claim`).
+    """
+    announced = 0
+    for _, rid in list(ctx.scan(keys.QUEUE)):
+        rollout = ctx.rollout(rid)
+        queue_seq = ctx.get(keys.queued(rid))
+        if rollout is None or rollout["status"] not in QUEUING_STATUSES or queue_seq is None:
+            continue
+        dispatch(ctx, rollout, queue_seq)
+        announced += 1
+    return announced
