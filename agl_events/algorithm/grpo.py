@@ -5,8 +5,10 @@ the next weights version.
 One step: enqueue `prompts_per_step` tasks x `group_size` rollouts under the latest version, take one batch
 of complete groups from the sample stream, normalise rewards within each group, take `epochs` PPO-clipped
 steps on the recorded token ids with the logprobs recorded at sampling time as the old policy, write the
-weights as the next version, load it into the server and publish it. The loop is synchronous (rollouts of
-one version only), so `max_staleness=0` loses nothing; a larger value lets a future pipelined loop run ahead.
+weights as the next version, load it into the server and publish it. A trainer started again on the
+same experiment and home resumes from the latest published version (`_resume`). The loop is synchronous
+(rollouts of one version only), so `max_staleness=0` loses nothing; a larger value lets a future pipelined
+loop run ahead.
 
 Evaluation goes through the runners too (`ctx.run_split(val, "val")`): the agent decodes greedily for
 rollouts that are not training ones, and the split's mean reward is the held-out success (`history`).
@@ -29,7 +31,14 @@ from agl_events.llm.proxy import LLMProxy
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
 from agl_events.policy.tokenizer import make_tokenizer
-from agl_events.policy.weights import save_weights, weights_path
+from agl_events.policy.weights import (
+    load_optimizer,
+    load_weights,
+    optimizer_path,
+    save_optimizer,
+    save_weights,
+    weights_path,
+)
 from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.model import Sample
 from agl_events.types import ProxyLLM, ResourcesUpdate
@@ -78,20 +87,19 @@ class GRPO:
                   ) -> dict[str, SplitResult]:
         if ctx.store_url is None or ctx.settings is None:
             raise RuntimeError("GRPO needs the store URL and settings the Trainer gives its context")
-        policy = Policy(self.policy_config)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
-        tasks = cycle(train)
+        policy, optimizer, done = await self._resume(ctx)
+        tasks = islice(cycle(train), done * self.prompts_per_step, None)  # the tasks the next step would take
         results: dict[str, SplitResult] = {}
         with PolicyServer(self.tokenizer, model=self.model) as server:
             models = [{"model_name": self.model,
                        "litellm_params": {"model": f"hosted_vllm/{self.model}", "api_base": server.url}}]
             with LLMProxy(models, ctx.store_url, ctx.settings) as proxy:
-                published = await self._publish(ctx, proxy, server, policy, 1)
+                published = await self._publish(ctx, proxy, server, policy, optimizer, done + 1)
                 batches = BatchPolicy(batch_size=self.prompts_per_step * self.group_size, group_size=self.group_size,
                                       max_staleness=self.max_staleness)
                 async with ctx.sample_stream(batches) as stream:
-                    for step in range(self.steps + 1):
-                        if val and (step % self.eval_every == 0 or step == self.steps):
+                    for step in range(done, self.steps + 1):
+                        if val and (step in (done, self.steps) or step % self.eval_every == 0):
                             results["val"] = await self._evaluate(ctx, val, step, server.version or 0, published)
                         if step == self.steps:
                             break
@@ -102,15 +110,40 @@ class GRPO:
                         tokens = self._tokens(batch.groups)
                         await asyncio.to_thread(self._update, policy, optimizer, tokens)
                         await stream.commit()
-                        published = await self._publish(ctx, proxy, server, policy, step + 2)
+                        published = await self._publish(ctx, proxy, server, policy, optimizer, step + 2)
                         log.info("step %d: mean reward %.3f, %d sequences", step, self.train_rewards[-1],
                                  len(tokens.prompts))
         return results
 
-    async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, policy: Policy,
-                       version: int) -> ResourcesUpdate:
-        """Write `version`, serve it, and publish it: rollouts enqueued from now on use it."""
+    async def _resume(self, ctx: AlgorithmContext) -> tuple[Policy, torch.optim.Optimizer, int]:
+        """The policy, its optimiser and the steps already done: fresh at step 0, or, where the experiment
+        already published a weights version (a restarted trainer), that version's weights and the optimiser
+        state saved with it, at the step that made it.
+
+        Nothing else needs restoring: the sample stream's consumer group resumes from its committed offsets,
+        and the samples of the step that was cut off are a generation older than the version published
+        next, so the batcher skips them as stale."""
         assert ctx.settings is not None
+        latest = await ctx.store.get_latest_resources()
+        llm = latest.resources.get("llm") if latest is not None else None
+        uri, version = getattr(llm, "weights_uri", None), getattr(llm, "version", None)
+        if not isinstance(uri, str) or not isinstance(version, int):
+            policy = Policy(self.policy_config)
+            return policy, torch.optim.Adam(policy.parameters(), lr=self.lr), 0
+        policy = load_weights(uri)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
+        if not load_optimizer(optimizer, version, optimizer_path(ctx.settings.home, ctx.settings.experiment)):
+            log.warning("no optimiser state saved with weights v%d: resuming with a fresh optimiser", version)
+        log.info("resuming from weights v%d (%d steps done)", version, version - 1)
+        return policy, optimizer, version - 1
+
+    async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, policy: Policy,
+                       optimizer: torch.optim.Optimizer, version: int) -> ResourcesUpdate:
+        """Write `version` (and the optimiser state that goes with it), serve it, and publish it: rollouts
+        enqueued from now on use it. A resumed trainer publishes the version it resumed from once more,
+        since the resources of the trainer that stopped name its own proxy."""
+        assert ctx.settings is not None
+        save_optimizer(optimizer, version, optimizer_path(ctx.settings.home, ctx.settings.experiment))
         uri = save_weights(policy, weights_path(ctx.settings.home, ctx.settings.experiment, version))
         server.load(uri, version)
         base = proxy.as_resource(model=self.model)

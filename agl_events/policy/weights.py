@@ -1,13 +1,17 @@
-"""Versioned weights files: `<home>/policy/<experiment>/v<N>.pt`, named to servers by a `file://` URI.
+"""Versioned weights files: `<home>/policy/<experiment>/v<N>.pt`, named to servers by a `file://` URI, and
+the trainer's optimiser state beside them (`optimizer.pt`, the latest version's only).
 
 A trainer writes a version while a server may be loading the previous one, so a file appears whole or not
 at all (written beside, then renamed over). The file holds the config too: a server needs nothing else.
+The optimiser state is what a restarted trainer needs besides the weights to go on where it stopped; it is
+written before the weights version it belongs to is published, and says which version that is.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import torch
@@ -19,13 +23,37 @@ def weights_path(home: Path, experiment: str, version: int) -> Path:
     return home / "policy" / experiment / f"v{version}.pt"
 
 
-def save_weights(policy: Policy, path: Path) -> str:
-    """Write atomically; returns the file's `file://` URI."""
+def optimizer_path(home: Path, experiment: str) -> Path:
+    return home / "policy" / experiment / "optimizer.pt"
+
+
+def _save_atomically(content: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save({"config": policy.config.model_dump(), "state_dict": policy.state_dict()}, temp)
+    torch.save(content, temp)
     os.replace(temp, path)
+
+
+def save_weights(policy: Policy, path: Path) -> str:
+    """Write atomically; returns the file's `file://` URI."""
+    _save_atomically({"config": policy.config.model_dump(), "state_dict": policy.state_dict()}, path)
     return path.resolve().as_uri()
+
+
+def save_optimizer(optimizer: torch.optim.Optimizer, version: int, path: Path) -> None:
+    """The optimiser's state after the step that made weights `version` (replacing the previous one)."""
+    _save_atomically({"version": version, "state_dict": optimizer.state_dict()}, path)
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, version: int, path: Path) -> bool:
+    """Restore the state saved with weights `version`; False (state left fresh) when there is none for it."""
+    if not path.is_file():
+        return False
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if saved.get("version") != version:
+        return False
+    optimizer.load_state_dict(saved["state_dict"])
+    return True
 
 
 def load_weights(uri: str) -> Policy:

@@ -4,7 +4,11 @@ weights versions, and held-out success (greedy, through the runners) rises."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
+import torch
 
 from agl_events import Trainer
 from agl_events.algorithm.grpo import GRPO
@@ -31,4 +35,28 @@ def test_grpo_learns_to_reverse_digits(settings: Settings, tmp_path: Path) -> No
     assert sum(last) / 5 >= sum(first) / 5 + 0.1, grpo.train_rewards  # sampled (training) reward rises too
     assert results["val"].succeeded == 32 and len(grpo.train_rewards) == STEPS
     assert sorted(p.name for p in (tmp_path / "policy" / settings.experiment).iterdir()) == sorted(
-        f"v{n}.pt" for n in range(1, STEPS + 2))
+        [f"v{n}.pt" for n in range(1, STEPS + 2)] + ["optimizer.pt"])
+
+
+def test_a_restarted_grpo_trainer_goes_on_from_its_last_version(settings: Settings, tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A second trainer on the same experiment and home starts at the first one's last version and step."""
+    caplog.set_level(logging.INFO, logger="agl_events.algorithm.grpo")
+    cfg = settings.model_copy(update={"home": tmp_path})
+
+    def fit(steps: int) -> GRPO:
+        grpo = GRPO(steps=steps, prompts_per_step=2, group_size=4, lr=5e-3, eval_every=steps)
+        Trainer(grpo, n_runners=2, adapter={"llm_call_match": "litellm_request"}, settings=cfg,
+                view_dir=tmp_path / "view", progress=False
+                ).fit(reverse_agent, reverse_tasks(8, seed=1), val_dataset=reverse_tasks(8, seed=2))
+        return grpo
+
+    first, second = fit(2), fit(4)
+    assert [(e.step, e.version) for e in first.history] == [(0, 1), (2, 3)]
+    assert [(e.step, e.version) for e in second.history] == [(2, 3), (4, 5)]
+    assert second.history[0].mean_reward == first.history[-1].mean_reward  # the same weights, decoded greedily
+    assert len(second.train_rewards) == 2
+    assert "resuming from weights v3 (2 steps done)" in caplog.text and "fresh optimiser" not in caplog.text
+    folder = tmp_path / "policy" / settings.experiment
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"v{n}.pt" for n in range(1, 6)] + ["optimizer.pt"])
+    assert torch.load(folder / "optimizer.pt", weights_only=True)["version"] == 5

@@ -9,7 +9,14 @@ import torch
 
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.tokenizer import VOCAB
-from agl_events.policy.weights import load_weights, save_weights, weights_path
+from agl_events.policy.weights import (
+    load_optimizer,
+    load_weights,
+    optimizer_path,
+    save_optimizer,
+    save_weights,
+    weights_path,
+)
 
 EOS = 2
 
@@ -48,3 +55,19 @@ def test_weights_round_trip_through_a_file_uri(tmp_path: Path) -> None:
     assert torch.equal(loaded(ids), policy(ids))
     with pytest.raises(ValueError, match="file://"):
         load_weights("s3://bucket/v1.pt")
+
+
+def test_optimizer_state_is_restored_only_for_its_own_version(tmp_path: Path) -> None:
+    policy = Policy(PolicyConfig(vocab_size=len(VOCAB), seed=5))
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    policy(torch.tensor([[1, 5, 6]])).sum().backward()
+    optimizer.step()  # Adam now holds moments and a step count
+    path = optimizer_path(tmp_path, "exp")
+    assert not load_optimizer(torch.optim.Adam(policy.parameters()), 2, path)  # nothing saved yet
+    save_optimizer(optimizer, 2, path)
+    restored = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    assert not load_optimizer(restored, 3, path)  # saved with another version: left fresh
+    assert restored.state_dict()["state"] == {}
+    assert load_optimizer(restored, 2, path)
+    theirs, ours = optimizer.state_dict()["state"], restored.state_dict()["state"]
+    assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k]["exp_avg"], ours[k]["exp_avg"]) for k in theirs)
