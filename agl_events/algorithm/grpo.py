@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import cycle, islice
 from typing import Any
@@ -72,13 +72,18 @@ class GRPO:
     def __init__(self, steps: int = 30, prompts_per_step: int = 8, group_size: int = 8, *, lr: float = 5e-3,
                  epochs: int = 2, clip: float = 0.2, grad_clip: float = 1.0, temperature: float = 1.0,
                  max_staleness: int = 0, eval_every: int = 10, policy: PolicyConfig | None = None,
-                 model: str = "policy", batch_timeout: float = 300.0) -> None:
+                 model: str = "policy", batch_timeout: float = 300.0,
+                 on_step: Callable[[int, float], None] | None = None,
+                 on_eval: Callable[[Evaluation], None] | None = None) -> None:
+        """`on_step(steps_done, mean_train_reward)` runs after each step is published, `on_eval` after each
+        held-out evaluation: for progress displays (the demo's), on the trainer's event loop."""
         self.steps, self.prompts_per_step, self.group_size = steps, prompts_per_step, group_size
         self.lr, self.epochs, self.clip, self.grad_clip = lr, epochs, clip, grad_clip
         self.temperature, self.max_staleness, self.eval_every = temperature, max_staleness, eval_every
         self.tokenizer = make_tokenizer()
         self.policy_config = policy or PolicyConfig(vocab_size=len(self.tokenizer))
         self.model, self.batch_timeout = model, batch_timeout
+        self.on_step, self.on_eval = on_step, on_eval
         self.history: list[Evaluation] = []
         #: Per step: the mean training reward of its batch.
         self.train_rewards: list[float] = []
@@ -113,6 +118,8 @@ class GRPO:
                         published = await self._publish(ctx, proxy, server, policy, optimizer, step + 2)
                         log.info("step %d: mean reward %.3f, %d sequences", step, self.train_rewards[-1],
                                  len(tokens.prompts))
+                        if self.on_step is not None:
+                            self.on_step(step + 1, self.train_rewards[-1])
         return results
 
     async def _resume(self, ctx: AlgorithmContext) -> tuple[Policy, torch.optim.Optimizer, int]:
@@ -157,6 +164,8 @@ class GRPO:
         rewards = [r or 0.0 for r in result.rewards]
         point = Evaluation(step, version, sum(rewards) / len(rewards), sum(r == 1.0 for r in rewards) / len(rewards))
         self.history.append(point)
+        if self.on_eval is not None:
+            self.on_eval(point)
         log.info("eval after %d steps (v%d): mean reward %.3f, exact %.3f", step, version, point.mean_reward,
                  point.exact)
         return result

@@ -39,6 +39,11 @@ class DemoReport:
     rebuilt_counts: dict[str, int]
 
 
+def live_and_rebuilt(settings: Settings, live: Path, rebuilt: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """The store's counts from the live view, and from a view rebuilt from offset 0 into the empty `rebuilt`."""
+    return asyncio.run(_counts(settings, live)), asyncio.run(_counts(settings, rebuilt))
+
+
 async def _counts(settings: Settings, view_dir: Path) -> dict[str, int]:
     store = await KafkaLightningStore.open(settings, view_dir=view_dir)
     try:
@@ -58,8 +63,7 @@ def run_demo(settings: Settings, rollouts: int = 200, runners: int = 4) -> DemoR
     started = time.perf_counter()
     result = trainer.fit(adder, dataset)["train"]
     seconds = time.perf_counter() - started
-    live = asyncio.run(_counts(trainer.settings_used, root / "live"))
-    rebuilt = asyncio.run(_counts(trainer.settings_used, root / "rebuilt"))
+    live, rebuilt = live_and_rebuilt(trainer.settings_used, root / "live", root / "rebuilt")
     shutil.rmtree(root, ignore_errors=True)
     return DemoReport(rollouts=len(result.rollouts), succeeded=result.succeeded, retried=result.retried,
                       mean_reward=result.mean_reward or 0.0, seconds=seconds, live_counts=live,
@@ -77,7 +81,10 @@ def print_report(report: DemoReport, settings: Settings, console: Console) -> No
     table.add_row("wall time, runners' start included", f"{report.seconds:.1f} s")
     table.add_row("spans in the experiment (all runs)", str(report.live_counts["total_spans"]))
     console.print(table)
-    same = report.live_counts == report.rebuilt_counts
-    console.print(("[green]" if same else "[red]") +
-                  f"view rebuilt from offset 0 into an empty folder: {report.rebuilt_counts} "
+    print_rebuild(report.live_counts, report.rebuilt_counts, console)
+
+
+def print_rebuild(live: dict[str, int], rebuilt: dict[str, int], console: Console) -> None:
+    same = live == rebuilt
+    console.print(("[green]" if same else "[red]") + f"view rebuilt from offset 0 into an empty folder: {rebuilt} "
                   f"({'identical to' if same else 'DIFFERENT from'} the live view)")

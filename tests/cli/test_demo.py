@@ -1,0 +1,27 @@
+"""`agl-events demo`: both jobs end to end on the broker, as `make demo` runs them (shortened)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agl_events.config import Settings
+
+
+@pytest.mark.parametrize("job", [["--algorithm", "grpo", "--steps", "2", "--runners", "2"],
+                                 ["--algorithm", "baseline", "--rollouts", "30", "--runners", "2"]])
+def test_the_demo_trains_then_rebuilds_an_identical_view(job: list[str], settings: Settings, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
+                           "--experiment", settings.experiment, "--home", str(tmp_path), "demo", *job],
+                          capture_output=True, text=True, timeout=600)
+    print(done.stdout[-3000:], done.stderr[-3000:])
+    assert done.returncode == 0
+    assert "identical to the live view" in done.stdout
+    if job[1] == "grpo":
+        assert "held-out mean reward" in done.stdout and "weights versions published" in done.stdout
+        curves = list((tmp_path / "demo").glob(f"{settings.experiment}-grpo-*/curve.svg"))
+        assert len(curves) == 1 and "<polyline" in curves[0].read_text()
+        assert len((curves[0].parent / "curve.csv").read_text().splitlines()) == 1 + 3  # header, steps 0-2
