@@ -27,7 +27,7 @@ def demo(ctx: typer.Context,
          algorithm: Annotated[Job, typer.Option(help="grpo: the policy learns through Kafka (a few minutes); "
                                                      "baseline: the store and runners alone (seconds).")
                               ] = Job.grpo,
-         steps: Annotated[int, typer.Option(min=1, help="GRPO steps of 8 prompts x 8 samples.")] = 60,
+         steps: Annotated[int, typer.Option(min=1, help="GRPO steps of 8 prompts x 8 samples.")] = 90,
          rollouts: Annotated[int, typer.Option(min=1, help="Rollouts to enqueue (baseline).")] = 200,
          runners: Annotated[int, typer.Option(min=1, help="Runner processes.")] = 4) -> None:
     """Train an agent end to end through Kafka, then rebuild the view from the log and compare it."""

@@ -28,6 +28,9 @@ from agl_events.demo.run import live_and_rebuilt
 from agl_events.trainer import Trainer
 
 PROMPTS_PER_STEP, GROUP_SIZE = 8, 8
+#: Slower than GRPO's default (5e-3) and steadier: run in one process over 6 sampling seeds, 3e-3 ends 90
+#: steps at 0.76-0.98 held-out mean reward, where 5e-3 ends 60 anywhere from 0.42 to 1.0 (12 seeds).
+LEARNING_RATE = 3e-3
 
 
 @dataclass
@@ -46,12 +49,12 @@ def demo_experiment(settings: Settings) -> Settings:
     return settings.model_copy(update={"experiment": f"{settings.experiment}-grpo-{time.strftime('%Y%m%d-%H%M%S')}"})
 
 
-def run_learning_demo(settings: Settings, steps: int = 60, runners: int = 4, eval_every: int = 10,
+def run_learning_demo(settings: Settings, steps: int = 90, runners: int = 4, eval_every: int = 10,
                       on_step: Callable[[int, float], None] | None = None,
                       on_eval: Callable[[Evaluation], None] | None = None) -> LearnReport:
     """Train for `steps` GRPO steps of 8 prompts x 8 samples in `settings.experiment`, then check the view."""
     root = Path(tempfile.mkdtemp(prefix="agl-demo-"))
-    grpo = GRPO(steps=steps, prompts_per_step=PROMPTS_PER_STEP, group_size=GROUP_SIZE, lr=5e-3,
+    grpo = GRPO(steps=steps, prompts_per_step=PROMPTS_PER_STEP, group_size=GROUP_SIZE, lr=LEARNING_RATE,
                 eval_every=eval_every, on_step=on_step, on_eval=on_eval)
     trainer = Trainer(grpo, n_runners=runners, adapter={"llm_call_match": "litellm_request"}, settings=settings,
                       view_dir=root / "live", progress=False)
