@@ -49,3 +49,43 @@ def test_a_batch_without_responses_is_refused() -> None:
     with pytest.raises(ValueError, match="nothing for verl"):
         verl_batch([_sample("r1", "g", 1.0, ([1], [], None))], pad_token_id=PAD, max_prompt_length=2,
                    max_response_length=2)
+
+
+def test_a_chat_that_grows_turn_by_turn_is_one_trajectory_row_trained_on_the_sampled_tokens_only() -> None:
+    # turn 2's prompt = turn 1's prompt + response + [20, 21] (a tool's output): those two are not trained on
+    sample = _sample("r1", "g1", 1.0, ([5, 6], [7, 8], [-0.1, -0.2]), ([5, 6, 7, 8, 20, 21], [9], [-0.3]),
+                     ([1, 2], [3], [-0.4]))  # a fresh prompt: not a continuation, a row of its own
+    batch = verl_batch([sample], pad_token_id=PAD, max_prompt_length=2, max_response_length=6, level="trajectory")
+    t = batch.tensors
+    assert t["responses"].tolist() == [[7, 8, 20, 21, 9, 0], [3, 0, 0, 0, 0, 0]]
+    assert t["response_mask"].tolist() == [[1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]]
+    assert t["attention_mask"][:, 2:].tolist() == [[1, 1, 1, 1, 1, 0], [1, 0, 0, 0, 0, 0]]
+    assert t["rollout_log_probs"][0].tolist() == pytest.approx([-0.1, -0.2, 0.0, 0.0, -0.3, 0.0])
+    assert t["token_level_scores"].tolist() == [[0, 0, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]]
+    assert (batch.turn_index, batch.unmerged) == ([0, 2], 1)
+
+
+def test_one_row_per_sample_keeps_the_last_row_and_gives_a_sample_without_calls_an_empty_one() -> None:
+    chained = _sample("r1", "g", 0.5, ([1], [2], [-0.1]), ([1, 2, 3], [4], [-0.2]))
+    failed = _sample("r2", "g", 0.25)  # a rollout that failed before its first call
+    batch = verl_batch([chained, failed], pad_token_id=PAD, max_prompt_length=2, max_response_length=3,
+                       level="trajectory", one_row_per_sample=True)
+    t = batch.tensors
+    assert batch.rollout_ids == ["r1", "r2"] and (batch.unmerged, batch.empty) == (0, 1)
+    assert t["responses"].tolist() == [[2, 3, 4], [0, 0, 0]] and t["response_mask"].tolist() == [[1, 0, 1], [0] * 3]
+    assert t["token_level_scores"].tolist() == [[0, 0, 0.5], [0.25, 0, 0]]  # the empty row's reward still counts
+    assert t["attention_mask"][1].tolist() == [0] * 5
+
+
+def test_the_batch_is_a_verl_dataproto_whose_grpo_advantages_are_normalised_per_group() -> None:
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    samples = [_sample(f"r{i}", group, reward, ([1, 2], [3, 4], [-0.5, -0.5]))
+               for i, (group, reward) in enumerate([("a", 1.0), ("a", 0.0), ("b", 0.5), ("b", 0.5)])]
+    data = verl_batch(samples, pad_token_id=PAD, max_prompt_length=2, max_response_length=2).to_dataproto()
+    assert len(data) == 4 and list(data.non_tensor_batch["uid"]) == ["a", "a", "b", "b"]
+    advantages, _ = compute_grpo_outcome_advantage(data.batch["token_level_scores"], data.batch["response_mask"],
+                                                   data.non_tensor_batch["uid"])
+    per_row = advantages[:, 0].tolist()
+    assert per_row[0] > 0 > per_row[1] and per_row[2:] == [0.0, 0.0]  # one group split, the other all alike
+    assert per_row[0] == pytest.approx(-per_row[1])
