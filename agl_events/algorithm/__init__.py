@@ -1,6 +1,17 @@
 """Algorithms drive training: they enqueue rollouts, read what runners produced, and publish resources."""
 
+from typing import Any
+
 from agl_events.algorithm.base import Algorithm, AlgorithmContext, SplitResult
 from agl_events.algorithm.baseline import Baseline
 
-__all__ = ["Algorithm", "AlgorithmContext", "Baseline", "SplitResult"]
+__all__ = ["VERL", "Algorithm", "AlgorithmContext", "Baseline", "SplitResult"]
+
+
+def __getattr__(name: str) -> Any:
+    """`VERL` on first use only: it needs the training extra (torch, verl), which the core never imports."""
+    if name == "VERL":
+        from agl_events.algorithm.verl_trainer import VERL
+
+        return VERL
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

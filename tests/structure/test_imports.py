@@ -124,11 +124,11 @@ def test_pure_layers_import_no_kafka_http_or_rocksdb(layer: str) -> None:
     assert {name: deps for name, deps in io.items() if deps} == {}
 
 
-#: Who may import torch (the `training` extra): the policy, GRPO, the verl batch builder, the GRPO demo, and
-#: nothing the core imports.
-TORCH_USERS = ("agl_events.policy", "agl_events.algorithm.grpo", "agl_events.algorithm.verl_batch",
+#: Who may import torch and verl (the `training` extra): the policy, GRPO, the verl modules (batch layout,
+#: rollouts, manager, trainer), the GRPO demo, and nothing the core imports.
+TORCH_USERS = ("agl_events.policy", "agl_events.algorithm.grpo", "agl_events.algorithm.verl",
                "agl_events.demo.learn")
-TORCH_LIBRARIES = ("torch", "transformers", "tokenizers")
+TORCH_LIBRARIES = ("torch", "transformers", "tokenizers", "verl", "ray", "omegaconf", "hydra")
 
 
 def test_only_the_training_modules_import_torch() -> None:
