@@ -22,6 +22,6 @@ def test_the_demo_trains_then_rebuilds_an_identical_view(job: list[str], setting
     assert "identical to the live view" in done.stdout
     if job[1] == "grpo":
         assert "held-out mean reward" in done.stdout and "weights versions published" in done.stdout
-        curves = list((tmp_path / "demo").glob(f"{settings.experiment}-grpo-*/curve.svg"))
+        curves = list((tmp_path / "demo").glob(f"{settings.experiment}-grpo-*/curve.png"))
         assert len(curves) == 1 and "<polyline" in curves[0].read_text()
         assert len((curves[0].parent / "curve.csv").read_text().splitlines()) == 1 + 3  # header, steps 0-2

@@ -1,13 +1,13 @@
-"""The learning curve's files: a CSV row per step, an SVG any browser can open."""
+"""The learning curve's files: a CSV row per step, a PNG that shows both series."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from agl_events.demo.curve import curve_csv, write_curve
+import numpy as np
+from matplotlib import colors, image
 
-SVG = "{http://www.w3.org/2000/svg}"
+from agl_events.demo.curve import HELD_OUT_COLOUR, TRAIN_COLOUR, curve_csv, write_curve
 
 
 def test_the_csv_has_a_row_per_step_with_blanks_where_a_series_has_no_point() -> None:
@@ -15,12 +15,18 @@ def test_the_csv_has_a_row_per_step_with_blanks_where_a_series_has_no_point() ->
         "step,train_reward,held_out_reward", "0,,0.1500", "1,0.1000,", "2,0.2500,0.5000"]
 
 
-def test_the_svg_draws_both_series_on_a_zero_to_one_axis(tmp_path: Path) -> None:
-    svg = write_curve(tmp_path / "out", [0.0, 0.5, 1.0], [(0, 0.0), (3, 1.0)], "a & b")
-    assert (tmp_path / "out" / "curve.csv").is_file()
-    root = ET.fromstring(svg.read_text())  # well-formed, the title's "&" escaped
-    lines = root.findall(f"{SVG}polyline")
-    assert [len(line.get("points", "").split()) for line in lines] == [3, 2]
-    held_out = [tuple(map(float, p.split(","))) for p in lines[1].get("points", "").split()]
-    (x0, y0), (x1, y1) = held_out
-    assert x0 < x1 and y0 > y1  # later step to the right, higher reward up
+def _pixels_of(picture: np.ndarray, colour: str) -> np.ndarray:
+    """(row, column) of the pixels drawn in `colour`."""
+    return np.argwhere(np.abs(picture[..., :3] - np.array(colors.to_rgb(colour))).max(axis=-1) < 0.02)
+
+
+def test_the_png_draws_the_held_out_curve_rising_left_to_right_beside_the_training_one(tmp_path: Path) -> None:
+    png = write_curve(tmp_path / "out", [0.0, 0.5, 1.0], [(0, 0.0), (3, 1.0)], "a & b")
+    assert (tmp_path / "out" / "curve.csv").is_file() and png.read_bytes()[:4] == b"\x89PNG"
+    picture = image.imread(png)
+    assert picture.shape[:2] == (540, 960)
+    held_out, train = _pixels_of(picture, HELD_OUT_COLOUR), _pixels_of(picture, TRAIN_COLOUR)
+    assert len(held_out) > 100 and len(train) > 50
+    plot = held_out[held_out[:, 1] < 700]  # leave out the legend, bottom right
+    left, right = plot[plot[:, 1] < np.median(plot[:, 1])], plot[plot[:, 1] >= np.median(plot[:, 1])]
+    assert left[:, 0].mean() > right[:, 0].mean()  # higher reward is further up (smaller row) on the right
