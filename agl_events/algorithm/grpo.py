@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from agl_events.algorithm.base import AlgorithmContext, SplitResult
-from agl_events.algorithm.grpo_math import clipped_loss, group_advantages
+from agl_events.algorithm.grpo_math import clipped_loss, group_advantages, mean_entropy
 from agl_events.llm.proxy import LLMProxy
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
@@ -71,15 +71,18 @@ class GRPO:
 
     def __init__(self, steps: int = 30, prompts_per_step: int = 8, group_size: int = 8, *, lr: float = 5e-3,
                  epochs: int = 2, clip: float = 0.2, grad_clip: float = 1.0, temperature: float = 1.0,
+                 entropy_coef: float = 0.0,
                  max_staleness: int = 0, eval_every: int = 10, policy: PolicyConfig | None = None,
                  model: str = "policy", batch_timeout: float = 300.0,
                  on_step: Callable[[int, float], None] | None = None,
                  on_eval: Callable[[Evaluation], None] | None = None) -> None:
-        """`on_step(steps_done, mean_train_reward)` runs after each step is published, `on_eval` after each
-        held-out evaluation: for progress displays (the demo's), on the trainer's event loop."""
+        """`entropy_coef` weighs an entropy bonus in the loss (0: plain GRPO). `on_step(steps_done,
+        mean_train_reward)` runs after each step is published, `on_eval` after each held-out evaluation: for
+        progress displays (the demo's), on the trainer's event loop."""
         self.steps, self.prompts_per_step, self.group_size = steps, prompts_per_step, group_size
         self.lr, self.epochs, self.clip, self.grad_clip = lr, epochs, clip, grad_clip
         self.temperature, self.max_staleness, self.eval_every = temperature, max_staleness, eval_every
+        self.entropy_coef = entropy_coef
         self.tokenizer = make_tokenizer()
         self.policy_config = policy or PolicyConfig(vocab_size=len(self.tokenizer))
         self.model, self.batch_timeout = model, batch_timeout
@@ -195,8 +198,11 @@ class GRPO:
         advantages = torch.tensor(tokens.advantages)
         policy.train()
         for _ in range(self.epochs):
-            new, mask = policy.sequence_logprobs(tokens.prompts, tokens.responses, temperature=self.temperature)
+            new, mask, entropy = policy.sequence_logprobs(tokens.prompts, tokens.responses,
+                                                          temperature=self.temperature)
             loss = clipped_loss(new, old, advantages, mask, self.clip)
+            if self.entropy_coef:
+                loss = loss - self.entropy_coef * mean_entropy(entropy, mask)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), self.grad_clip)

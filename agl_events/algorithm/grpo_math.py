@@ -33,3 +33,10 @@ def clipped_loss(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, advanta
     gain = advantages.unsqueeze(-1)
     surrogate = torch.minimum(ratio * gain, torch.clamp(ratio, 1 - clip, 1 + clip) * gain)
     return -(surrogate * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def mean_entropy(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The entropy of the policy's token distributions, averaged over every response token of the batch:
+    subtracted from the loss (times a small coefficient) it keeps a group's samples from all agreeing on a
+    partial answer, where GRPO's advantages, and so its gradient, vanish."""
+    return (entropy * mask).sum() / mask.sum().clamp(min=1.0)

@@ -1,7 +1,8 @@
 """GRPO's recipe on the toy task, in one process (no Kafka): how steady is learning over sampling seeds?
 
     python -m agl_events.bench.grpo_recipe [--seeds 6] [--steps 90] [--lr 3e-3] [--group-size 8]
-        [--prompts 8] [--epochs 2] [--eval-every 10]
+        [--prompts 8] [--epochs 2] [--eval-every 10] [--train-tasks 64]
+        [--entropy-coef 0]
 
 The loop the demo runs through Kafka, minus Kafka: the same tasks, the same policy and sampling as the
 policy server (chat template, temperature, 4 tokens), the same `GRPO` update (its `_tokens` and `_update`),
@@ -42,12 +43,13 @@ def _evaluate(grpo: GRPO, policy: Policy, val: list[dict[str, Any]], generator: 
     return sum(_answer(grpo, policy, task, 0.0, generator)[3] for task in val) / len(val)
 
 
-def run_seed(grpo: GRPO, seed: int, eval_every: int) -> list[tuple[int, float]]:
+def run_seed(grpo: GRPO, seed: int, eval_every: int, train_tasks: int = 64) -> list[tuple[int, float]]:
     """Held-out mean reward after 0, `eval_every`, ... `grpo.steps` steps, sampling with `seed`."""
     policy = Policy(grpo.policy_config)  # the demo's initial weights (PolicyConfig.seed)
     optimizer = torch.optim.Adam(policy.parameters(), lr=grpo.lr)
     generator = torch.Generator().manual_seed(seed)
-    train, val = reverse_tasks(64, seed=1), reverse_tasks(32, seed=2)
+    val = reverse_tasks(32, seed=2)
+    train = reverse_tasks(train_tasks, seed=1, exclude=val)
     tasks = cycle(train)
     curve = [(0, _evaluate(grpo, policy, val, generator))]
     for step in range(1, grpo.steps + 1):
@@ -76,19 +78,22 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--train-tasks", type=int, default=64)
+    parser.add_argument("--entropy-coef", type=float, default=0.0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     finals = []
     for seed in range(args.seeds):
         grpo = GRPO(steps=args.steps, prompts_per_step=args.prompts, group_size=args.group_size, lr=args.lr,
-                    epochs=args.epochs)
+                    epochs=args.epochs, entropy_coef=args.entropy_coef)
         started = time.perf_counter()
-        curve = run_seed(grpo, seed, args.eval_every)
+        curve = run_seed(grpo, seed, args.eval_every, args.train_tasks)
         finals.append(curve[-1][1])
         print(f"seed {seed}: " + " ".join(f"{step}:{reward:.2f}" for step, reward in curve)
               + f"  ({time.perf_counter() - started:.0f} s)", flush=True)
     print(json.dumps({"steps": args.steps, "lr": args.lr, "group_size": args.group_size, "prompts": args.prompts,
-                      "epochs": args.epochs, "final_min": min(finals), "final_max": max(finals),
+                      "epochs": args.epochs, "train_tasks": args.train_tasks,
+                      "entropy_coef": args.entropy_coef, "final_min": min(finals), "final_max": max(finals),
                       "final_mean": sum(finals) / len(finals), "at_least_0.9": sum(f >= 0.9 for f in finals)}))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import openai
@@ -21,10 +22,18 @@ from agl_events.types import LLM, Rollout
 DIGITS = 3
 
 
-def reverse_tasks(count: int, seed: int) -> list[dict[str, Any]]:
-    """`count` tasks of three random digits, the same for the same seed."""
-    rng = random.Random(seed)
-    return [{"digits": [rng.randrange(10) for _ in range(DIGITS)]} for _ in range(count)]
+def reverse_tasks(count: int, seed: int, exclude: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """`count` tasks of three random digits, the same for the same seed; none of them among `exclude` (a
+    held-out split), so training never sees a held-out task."""
+    rng, held_out = random.Random(seed), {tuple(task["digits"]) for task in exclude}
+    if 10**DIGITS - len(held_out) <= 0:
+        raise ValueError("no task is left outside the excluded ones")
+    tasks: list[dict[str, Any]] = []
+    while len(tasks) < count:
+        digits = [rng.randrange(10) for _ in range(DIGITS)]
+        if tuple(digits) not in held_out:
+            tasks.append({"digits": digits})
+    return tasks
 
 
 def prompt_of(task: dict[str, Any]) -> str:

@@ -7,9 +7,19 @@ it drew from (logits / temperature) and `sequence_logprobs` recomputes exactly t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from pydantic import BaseModel
 from torch import nn
+
+
+class TokenScores(NamedTuple):
+    """Per response token (batch, longest response): logprob, mask (1.0 on tokens), distribution entropy."""
+
+    logprobs: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor
 
 
 class PolicyConfig(BaseModel):
@@ -77,9 +87,10 @@ class Policy(nn.Module):
         return ids[len(prompt_ids):], logprobs, tops
 
     def sequence_logprobs(self, prompts: list[list[int]], responses: list[list[int]], *, temperature: float = 1.0
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
+                          ) -> TokenScores:
         """Logprobs (batch, longest response) of each response token given its prompt and the tokens before
-        it, and the mask (1.0 where a token is, 0.0 in the padding). Differentiable."""
+        it, the mask (1.0 where a token is, 0.0 in the padding), and the entropy of each token's distribution
+        (what an entropy bonus keeps from collapsing). Differentiable."""
         rows = [p + r for p, r in zip(prompts, responses, strict=True)]
         width, longest = max(map(len, rows)), max(map(len, responses))
         ids = torch.tensor([row + [0] * (width - len(row)) for row in rows])
@@ -91,5 +102,7 @@ class Policy(nn.Module):
             at[i, : len(r)] = torch.arange(len(p) - 1, len(p) - 1 + len(r))
             tokens[i, : len(r)] = torch.tensor(r, dtype=torch.long)
             mask[i, : len(r)] = 1.0
-        picked = dist.gather(1, at.unsqueeze(-1).expand(-1, -1, dist.shape[-1])).gather(2, tokens.unsqueeze(-1))
-        return picked.squeeze(-1) * mask, mask
+        at_response = dist.gather(1, at.unsqueeze(-1).expand(-1, -1, dist.shape[-1]))
+        picked = at_response.gather(2, tokens.unsqueeze(-1)).squeeze(-1)
+        entropy = -(at_response.exp() * at_response).sum(-1)
+        return TokenScores(picked * mask, mask, entropy * mask)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agl_events.algorithm.grpo_math import clipped_loss, group_advantages
+from agl_events.algorithm.grpo_math import clipped_loss, group_advantages, mean_entropy
 
 
 def test_advantages_are_normalised_within_each_group() -> None:
@@ -28,3 +28,8 @@ def test_the_gradient_raises_tokens_with_a_positive_advantage() -> None:
     new = torch.zeros(1, 1, requires_grad=True)
     clipped_loss(new, torch.zeros(1, 1), torch.tensor([1.0]), torch.ones(1, 1)).backward()
     assert new.grad is not None and float(new.grad) < 0  # descending the loss raises the logprob
+
+
+def test_the_entropy_is_averaged_over_response_tokens_only() -> None:
+    entropy, mask = torch.tensor([[1.0, 2.0], [3.0, 9.0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    assert float(mean_entropy(entropy, mask)) == pytest.approx(2.0)

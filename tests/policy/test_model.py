@@ -29,7 +29,7 @@ def test_sampled_logprobs_match_sequence_logprobs() -> None:
         sampled = [policy.sample(p, 6, temperature=temperature, eos_id=EOS, generator=generator) for p in prompts]
         responses = [ids for ids, _, _ in sampled]
         assert {len(r) for r in responses} != {0}
-        logprobs, mask = policy.sequence_logprobs(prompts, responses, temperature=temperature)
+        logprobs, mask, _ = policy.sequence_logprobs(prompts, responses, temperature=temperature)
         for row, (ids, reported, _) in enumerate(sampled):
             assert mask[row].sum() == len(ids)
             assert logprobs[row, : len(ids)].tolist() == pytest.approx(reported, abs=1e-5)
@@ -71,3 +71,14 @@ def test_optimizer_state_is_restored_only_for_its_own_version(tmp_path: Path) ->
     assert load_optimizer(restored, 2, path)
     theirs, ours = optimizer.state_dict()["state"], restored.state_dict()["state"]
     assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k]["exp_avg"], ours[k]["exp_avg"]) for k in theirs)
+
+
+def test_token_entropy_is_that_of_each_tokens_distribution_and_falls_as_the_temperature_does() -> None:
+    policy = Policy(PolicyConfig(vocab_size=len(VOCAB)))
+    prompts, responses = [[1, 5, 6, 14], [1, 9, 14]], [[7, 2], [3]]
+    hot, cold = (policy.sequence_logprobs(prompts, responses, temperature=t) for t in (1.0, 0.2))
+    logits = policy(torch.tensor([[1, 5, 6, 14]]))[0, 3]  # the distribution the first response token is drawn from
+    assert float(hot.entropy[0, 0]) == pytest.approx(float(torch.distributions.Categorical(logits=logits).entropy()),
+                                                     abs=1e-5)
+    assert float(hot.entropy[1, 1]) == 0.0  # padding
+    assert (cold.entropy[hot.mask.bool()] < hot.entropy[hot.mask.bool()]).all()

@@ -42,7 +42,7 @@ async def test_chat_answers_carry_token_ids_and_the_logprobs_they_were_sampled_w
     content = choice["logprobs"]["content"]
     assert len(content) == len(response) and all(len(c["top_logprobs"]) == 2 for c in content)
     assert choice["message"]["content"] == policy_server.tokenizer.decode(response, skip_special_tokens=True)
-    recomputed, _ = load_weights(write_version(weights_dir, 1)).sequence_logprobs([prompt], [response])
+    recomputed = load_weights(write_version(weights_dir, 1)).sequence_logprobs([prompt], [response]).logprobs
     assert recomputed[0].tolist() == pytest.approx([c["logprob"] for c in content], abs=1e-5)
 
     streamed = stream_chunks(policy_server, "/chat/completions", CHAT)  # same seed: the same tokens
@@ -72,8 +72,8 @@ async def test_a_loaded_version_answers_the_next_request(policy_server: PolicySe
     try:
         answer = httpx.post(f"{policy_server.url}/chat/completions", json=CHAT, timeout=10).json()
         assert answer["model"] == "policy:v2" and policy_server.version == 2
-        recomputed, _ = load_weights(write_version(weights_dir, 2)).sequence_logprobs(
-            [answer["prompt_token_ids"]], [answer["choices"][0]["token_ids"]])
+        recomputed = load_weights(write_version(weights_dir, 2)).sequence_logprobs(
+            [answer["prompt_token_ids"]], [answer["choices"][0]["token_ids"]]).logprobs
         assert recomputed[0].tolist() == pytest.approx(
             [c["logprob"] for c in answer["choices"][0]["logprobs"]["content"]], abs=1e-5)
     finally:
