@@ -82,4 +82,7 @@ def _learn(cfg: Settings, steps: int, runners: int, console: Console) -> bool:
     table.add_row("learning curve", str(report.curve))
     console.print(table)
     print_rebuild(report.live_counts, report.rebuilt_counts, console)
+    console.print(f"demo: success {first.exact:.2f} -> {last.exact:.2f} in {report.seconds:.0f}s "
+                  f"({report.live_counts['total_rollouts']} rollouts, {report.live_counts['total_spans']} spans, "
+                  f"{len(report.train_rewards) + 1} model versions)", highlight=False, soft_wrap=True)
     return bool(report.live_counts == report.rebuilt_counts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,9 @@ def test_the_demo_trains_then_rebuilds_an_identical_view(job: list[str], setting
     assert "identical to the live view" in done.stdout
     if job[1] == "grpo":
         assert "held-out mean reward" in done.stdout and "weights versions published" in done.stdout
+        last = done.stdout.strip().splitlines()[-1]
+        assert re.fullmatch(r"demo: success \d\.\d\d -> \d\.\d\d in \d+s \(\d+ rollouts, \d+ spans, 3 model versions\)",
+                            last), last
         curves = list((tmp_path / "demo").glob(f"{settings.experiment}-grpo-*/curve.png"))
-        assert len(curves) == 1 and "<polyline" in curves[0].read_text()
+        assert len(curves) == 1 and curves[0].read_bytes()[:4] == b"\x89PNG"
         assert len((curves[0].parent / "curve.csv").read_text().splitlines()) == 1 + 3  # header, steps 0-2
