@@ -217,6 +217,50 @@ class ResourcesUpdate(BaseModel):
     resources: NamedResources
 
 
+class PromptCandidateStep(BaseModel):
+    """A step of a prompt optimization run (APO), as the `PromptCandidateRecorded` event holds it."""
+
+    run_id: str
+    candidate_id: str
+    stage: Literal["proposed", "scored", "failed"]
+    round: int = Field(ge=0)
+    parent_id: str | None = None
+    template: str | None = None
+    critique: str | None = None
+    scope: Literal["batch", "full"] | None = None
+    score: float | None = None
+    rollout_ids: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class CandidateScore(BaseModel):
+    round: int
+    scope: Literal["batch", "full"]
+    score: float | None
+    rollout_ids: list[str]
+    time: float
+
+
+class PromptCandidate(BaseModel):
+    """A candidate of an APO run as the store's view folds its steps: what it was, where from, its scores."""
+
+    run_id: str
+    candidate_id: str
+    status: Literal["proposed", "failed"] | None = None  # None: scored, its proposal not seen (not expected)
+    round: int | None = None
+    parent_id: str | None = None
+    template: str | None = None
+    critique: str | None = None
+    reason: str | None = None
+    time: float | None = None
+    scores: list[CandidateScore] = Field(default_factory=list)
+
+    @property
+    def best_full_score(self) -> float | None:
+        full = [s.score for s in self.scores if s.scope == "full" and s.score is not None]
+        return max(full) if full else None
+
+
 T = TypeVar("T")
 
 

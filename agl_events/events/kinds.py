@@ -33,6 +33,7 @@ class Kind(StrEnum):
     TASK_DISPATCHED = "TaskDispatched"
     SAMPLE_ADDED = "SampleAdded"
     TASK_REQUESTED = "TaskRequested"
+    PROMPT_CANDIDATE_RECORDED = "PromptCandidateRecorded"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ KINDS: dict[str, KindSpec] = {
     Kind.TASK_DISPATCHED: KindSpec(Topic.TASKS, folded=False),
     Kind.SAMPLE_ADDED: KindSpec(Topic.SAMPLES, folded=False),
     Kind.TASK_REQUESTED: KindSpec(Topic.TASK_REQUESTS, folded=False),
+    Kind.PROMPT_CANDIDATE_RECORDED: KindSpec(Topic.RESOURCES),
 }
 
 #: Kinds after which a rollout may have reached a finished status (wakes `wait_for_rollouts`).

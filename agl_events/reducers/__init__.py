@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agl_events.events.kinds import KINDS, Kind, UnknownEventKind
-from agl_events.reducers import attempts, resources, rollouts, spans, workers
+from agl_events.reducers import attempts, candidates, resources, rollouts, spans, workers
 from agl_events.reducers.changes import Changes, Pending, Read
 
 Reducer = Callable[[Pending, dict[str, Any]], None]
@@ -31,6 +31,7 @@ REDUCERS: dict[str, Reducer] = {
     Kind.RESOURCES_UPDATED: resources.resources_updated,
     Kind.WORKER_HEARTBEAT: workers.worker_heartbeat,
     Kind.WORKER_STATUS_CHANGED: workers.worker_status_changed,
+    Kind.PROMPT_CANDIDATE_RECORDED: candidates.prompt_candidate_recorded,
 }
 
 

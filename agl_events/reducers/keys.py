@@ -61,6 +61,11 @@ def resources(resources_id: str) -> str:
     return f"res/{resources_id}"
 
 
+def prompt_candidate(run_id: str, candidate_id: str) -> str:
+    """One candidate of a prompt optimization run (APO)."""
+    return f"pc/{run_id}/{candidate_id}"
+
+
 def worker(wid: str) -> str:
     return f"w/{wid}"
 
@@ -73,6 +78,7 @@ ROLLOUTS = "r/"
 ACTIVE = "x/"
 QUEUE = "q/"
 RESOURCES = "res/"
+PROMPT_CANDIDATES = "pc/"
 WORKERS = "w/"
 LATEST_RESOURCES = "meta/latest_resources"
 QUEUE_SEQ = "meta/queue_seq"

@@ -23,6 +23,7 @@ from agl_events.reducers import keys
 from agl_events.store import queries as q
 from agl_events.store.base import UNSET, LightningStoreCapabilities
 from agl_events.store.commands import attempts as attempt_cmds
+from agl_events.store.commands import candidates as candidate_cmds
 from agl_events.store.commands import dispatch as dispatch_cmds
 from agl_events.store.commands import ingest as ingest_cmds
 from agl_events.store.commands import resources as resource_cmds
@@ -43,6 +44,8 @@ from agl_events.types import (
     EnqueueRolloutRequest,
     NamedResources,
     PaginatedResult,
+    PromptCandidate,
+    PromptCandidateStep,
     ResourcesUpdate,
     Rollout,
     RolloutConfig,
@@ -510,6 +513,20 @@ class EventSourcedStore:
                                sort_order if sort_by else "asc", limit, offset)
         return PaginatedResult(items=[ResourcesUpdate.model_validate(s) for s in page], limit=limit,
                                offset=offset, total=total)
+
+    # -- prompt optimization (agl-events extension) -----------------------------------------------------
+    async def record_prompt_candidate(self, step: PromptCandidateStep) -> None:
+        """Append one APO step to the log (durable when this returns), so the run can be audited and replayed."""
+        record = step.model_dump()
+        await self._decide(lambda ctx: candidate_cmds.record_prompt_candidate(ctx, record))
+
+    async def query_prompt_candidates(self, run_id: str | None = None) -> list[PromptCandidate]:
+        """The candidates of one APO run (or of every run), in the order they were proposed."""
+        prefix = keys.PROMPT_CANDIDATES if run_id is None else keys.prompt_candidate(run_id, "")
+        found = [PromptCandidate.model_validate({**entry, "scores": sorted(entry["scores"].values(),
+                                                                           key=lambda s: s["time"])})
+                 for _, entry in self.view.scan(prefix)]
+        return sorted(found, key=lambda c: (c.time is None, c.time or 0.0))
 
     # -- workers ----------------------------------------------------------------------------------------
     async def update_worker(self, worker_id: str, heartbeat_stats: Any = UNSET) -> Worker:

@@ -16,7 +16,7 @@ from typing import Any
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.store.memory import InMemoryLightningStore
-from agl_events.types import AttemptedRollout, EnqueueRolloutRequest, RolloutConfig, Span
+from agl_events.types import AttemptedRollout, EnqueueRolloutRequest, PromptCandidateStep, RolloutConfig, Span
 from tests.reducers import View
 from tests.store import make_span, prompt
 
@@ -141,6 +141,18 @@ async def _resources(w: _Workload) -> None:
         w.resources.append(snapshot.resources_id)
 
 
+async def _prompt_candidate(w: _Workload) -> None:
+    """An APO step about a known resources version: proposed (or failed), or scored on a batch or in full."""
+    if not w.resources:
+        return
+    candidate, stage = w.rng.choice(w.resources), w.rng.choice(["proposed", "scored", "scored", "failed"])
+    scored = stage == "scored"
+    await w.store.record_prompt_candidate(PromptCandidateStep(
+        run_id=f"run-{w.step % 2}", candidate_id=candidate, stage=stage, round=w.rng.randint(0, 3),
+        template=None if scored else f"v{w.step}", scope=w.rng.choice(["batch", "full"]) if scored else None,
+        score=w.rng.random() if scored else None, reason="no answer" if stage == "failed" else None))
+
+
 async def _worker_heartbeat(w: _Workload) -> None:
     wid = w.rng.choice(WORKERS[:-1])
     if w.rng.random() < 0.5:
@@ -151,7 +163,8 @@ async def _worker_heartbeat(w: _Workload) -> None:
 
 _OPS: tuple[Callable[[_Workload], Awaitable[None]], ...] = (
     _enqueue, _enqueue, _start, _dequeue, _dequeue, _start_attempt, _spans, _spans, _spans,
-    _span_of_unknown_rollout, _update_attempt, _update_attempt, _update_rollout, _resources, _worker_heartbeat,
+    _span_of_unknown_rollout, _update_attempt, _update_attempt, _update_rollout, _resources, _prompt_candidate,
+    _worker_heartbeat,
 )
 
 
