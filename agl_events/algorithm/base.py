@@ -9,6 +9,8 @@ prompt or model version: rollouts enqueued after it name it, so runners run them
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,6 +25,8 @@ from agl_events.samples.model import DATA_ID_KEY, GROUP_SIZE_KEY
 from agl_events.samples.stream import SampleStream
 from agl_events.store.service import EventSourcedStore
 from agl_events.types import EnqueueRolloutRequest, NamedResources, ResourcesUpdate, Rollout, RolloutConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,13 +105,15 @@ class AlgorithmContext:
                             AvroCodec.from_url(self.settings.schema_registry_url), policy, group=group,
                             current_generation=self.current_generation)
 
-    async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None) -> SplitResult:
-        """Enqueue one rollout per item, wait until all finished, read their spans back."""
+    async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None,
+                        timeout: float | None = None) -> SplitResult:
+        """Enqueue one rollout per item, wait until all finished (or `timeout` seconds: then the split holds
+        those that did), read their spans back."""
         queued = await self.store.enqueue_many_rollouts([
             EnqueueRolloutRequest(input=item, mode=mode, resources_id=resources_id, config=self.rollout_config)
             for item in dataset])
         ids = [r.rollout_id for r in queued]
-        finished = await self.wait_all(ids, mode)
+        finished = await self.wait_all(ids, mode, timeout)
         rewards, attempts, adapted = [], [], []
         for rollout in finished:
             spans = list(await self.store.query_spans(rollout.rollout_id, "latest"))
@@ -117,17 +123,24 @@ class AlgorithmContext:
                 adapted.append(self.adapter(spans) if spans else [])
         return SplitResult(mode, finished, rewards, attempts, adapted)
 
-    async def wait_all(self, rollout_ids: list[str], mode: str = "") -> list[Rollout]:
-        """Wait for every rollout, in slices, so Ctrl-C and cancellation get through promptly."""
+    async def wait_all(self, rollout_ids: list[str], mode: str = "", timeout: float | None = None
+                       ) -> list[Rollout]:
+        """Wait for every rollout, in slices, so Ctrl-C and cancellation get through promptly; after `timeout`
+        seconds, those finished by then (in the order asked)."""
         done: dict[str, Rollout] = {}
+        deadline = None if timeout is None else time.monotonic() + timeout
         while len(done) < len(rollout_ids):
+            if deadline is not None and time.monotonic() >= deadline:
+                log.warning("%s: %d of %d rollouts unfinished after %.0f s", mode or "wait",
+                            len(rollout_ids) - len(done), len(rollout_ids), timeout)
+                break
             pending = [rid for rid in rollout_ids if rid not in done]
             for rollout in await self.store.wait_for_rollouts(rollout_ids=pending, timeout=self.poll_interval):
                 done[rollout.rollout_id] = rollout
             if self.on_progress is not None:
                 self.on_progress(mode, len(done), len(rollout_ids))
             await asyncio.sleep(0)
-        return [done[rid] for rid in rollout_ids]
+        return [done[rid] for rid in rollout_ids if rid in done]
 
 
 class Algorithm(Protocol):

@@ -13,7 +13,15 @@ from urllib.parse import quote
 
 import httpx
 
-from agl_events.types import Attempt, Claim, EnqueueRolloutRequest, ResourcesUpdate, Rollout, Worker
+from agl_events.types import (
+    Attempt,
+    Claim,
+    EnqueueRolloutRequest,
+    PromptCandidate,
+    ResourcesUpdate,
+    Rollout,
+    Worker,
+)
 
 NEXT_SEQUENCE_ID = "/spans/next"
 
@@ -98,6 +106,11 @@ class StoreClient:
         """The rollout the task request with idempotency key `key` became; None while it is not ingested."""
         data = await self._call("GET", f"/task-requests/{quote(key, safe='')}")
         return Rollout.model_validate(data["rollout"]) if data["rollout"] is not None else None
+
+    async def prompt_candidates(self, run_id: str | None = None) -> list[PromptCandidate]:
+        """The candidates of an APO run (every run's without `run_id`), in the order they were proposed."""
+        data = await self._call("GET", "/prompt-candidates", params={} if run_id is None else {"run_id": run_id})
+        return [PromptCandidate.model_validate(c) for c in data]
 
     async def update_worker(self, worker_id: str, heartbeat_stats: dict[str, Any]) -> Worker:
         data = await self._call("POST", f"/workers/{worker_id}", json={"heartbeat_stats": heartbeat_stats})

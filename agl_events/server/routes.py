@@ -40,6 +40,7 @@ from agl_events.types import (
     Attempt,
     AttemptedRollout,
     NamedResources,
+    PromptCandidate,
     ResourcesUpdate,
     Rollout,
     Span,
@@ -222,6 +223,14 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         rollout_id = task_rollout(key)
         rollout = await store.get_rollout_by_id(rollout_id) if rollout_id is not None else None
         return respond(TaskRequestStatus(key=key, rollout=rollout), TaskRequestStatus)
+
+    @router.get("/prompt-candidates", response_model=list[PromptCandidate])
+    async def prompt_candidates(store: Store, run_id: str | None = None) -> JSONResponse:
+        """agl-events extension: the candidates of an APO run (all runs without `run_id`), with their scores."""
+        query = getattr(store, "query_prompt_candidates", None)
+        if query is None:
+            raise HTTPException(status_code=501, detail="this store backend does not record prompt candidates")
+        return respond(await query(run_id), list[PromptCandidate])
 
     async def _query_attempts(rollout_id: str, q: QueryAttemptsRequest, store: LightningStore) -> JSONResponse:
         validate_pagination(q, Attempt)
