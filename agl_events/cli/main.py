@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from agl_events.broker.reach import KafkaUnreachableError
+from agl_events.cli.apo import apo_app
 from agl_events.cli.bench import bench
 from agl_events.cli.demo import demo
 from agl_events.cli.kafka import kafka_app
@@ -46,6 +47,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 app.add_typer(runner_app, name="runner")
 app.add_typer(produce_app, name="produce")
+app.add_typer(apo_app, name="apo")
 app.command()(demo)
 app.command()(bench)
 app.command()(store)

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import settings
+from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, settings
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin, make_producer
@@ -29,8 +29,6 @@ from agl_events.topics import Topic, topic_name
 produce_app = typer.Typer(help="Put work into an experiment, and see what became of it.", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)
 SHOWN_ERRORS = 20
-StoreUrl = Annotated[str, typer.Option("--store-url", envvar="AGL_STORE_URL", help="The agl-events store server.")]
-DEFAULT_STORE_URL = "http://127.0.0.1:4747"
 Progressed = Callable[[int, int], None]
 
 

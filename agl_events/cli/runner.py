@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import settings
+from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
@@ -22,7 +22,6 @@ from agl_events.server.client import experiment_url
 runner_app = typer.Typer(help="Run agents on tasks from the experiment's task topic.")
 console = Console()
 
-StoreUrl = Annotated[str, typer.Option("--store-url", envvar="AGL_STORE_URL", help="The agl-events store server.")]
 
 
 @runner_app.callback(invoke_without_command=True)
@@ -31,7 +30,7 @@ def runner(
     agent: Annotated[str | None, typer.Option(help="The agent as module:object (LitAgent, class or function).")
                      ] = None,
     n: Annotated[int, typer.Option("-n", min=1, help="How many runner processes to start.")] = 1,
-    store_url: StoreUrl = "http://127.0.0.1:4747",
+    store_url: StoreUrl = DEFAULT_STORE_URL,
     max_rollouts: Annotated[int | None, typer.Option(help="Each runner exits after this many rollouts.")] = None,
 ) -> None:
     """Start N runners; Ctrl-C (or `agl-events runner stop`) lets them finish their rollout and exit."""
