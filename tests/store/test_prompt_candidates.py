@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from agl_events.store.commands.candidates import step_key
 from agl_events.types import PromptCandidateStep
 
 
@@ -27,3 +28,12 @@ async def test_steps_are_queried_per_run_in_proposal_order_with_their_scores(sto
 def test_a_step_must_say_what_stage_it_is() -> None:
     with pytest.raises(ValidationError):
         PromptCandidateStep(run_id="r", candidate_id="c", stage="edited", round=0)  # type: ignore[arg-type]
+
+
+def test_each_step_has_a_key_of_its_own_on_the_compacted_resources_topic() -> None:
+    steps = [PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="proposed", round=1),
+             PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="scored", round=1, scope="batch"),
+             PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="scored", round=1, scope="full"),
+             PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="scored", round=2, scope="batch")]
+    keys = [step_key(s.model_dump()) for s in steps]
+    assert len(set(keys)) == 4 and "rs-a" not in keys  # never the candidate's resources id itself
