@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, settings
-from agl_events.server.client import StoreClient, StoreUnavailableError, experiment_url
+from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, ask_store, settings
+from agl_events.server.client import experiment_url
 from agl_events.types import PromptCandidate
 
 apo_app = typer.Typer(help="Prompt optimization (APO) runs of an experiment.", no_args_is_help=True)
@@ -28,18 +27,7 @@ def history(
     """Every candidate with its parent, round, scores and template (failed edits with their reason)."""
     cfg = settings(ctx)
 
-    async def fetch() -> list[PromptCandidate]:
-        client = StoreClient(experiment_url(store_url, cfg.experiment))
-        try:
-            return await client.prompt_candidates(run)
-        finally:
-            await client.close()
-
-    try:
-        candidates = asyncio.run(fetch())
-    except StoreUnavailableError as exc:
-        console.print(f"[red]{exc}[/]")
-        raise typer.Exit(2) from exc
+    candidates = ask_store(experiment_url(store_url, cfg.experiment), lambda c: c.prompt_candidates(run), console)
     if not candidates:
         console.print(f"no APO candidates in experiment {cfg.experiment}" + (f" for run {run}" if run else ""))
         raise typer.Exit(1)

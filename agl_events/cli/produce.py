@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, settings
+from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, ask_store, settings
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin, make_producer
@@ -23,7 +22,7 @@ from agl_events.produce.lines import ProduceReport
 from agl_events.produce.status import TopicMissingError, ingest_progress
 from agl_events.produce.to_kafka import produce_to_topic
 from agl_events.produce.via_store import produce_via_store
-from agl_events.server.client import StoreClient, StoreUnavailableError, experiment_url
+from agl_events.server.client import StoreClient, experiment_url
 from agl_events.topics import Topic, topic_name
 
 produce_app = typer.Typer(help="Put work into an experiment, and see what became of it.", no_args_is_help=True)
@@ -83,18 +82,7 @@ def _read(source: str) -> list[str]:
 
 
 def _via_store(url: str, lines: list[str], batch_size: int, on_progress: Progressed) -> ProduceReport:
-    async def run() -> ProduceReport:
-        client = StoreClient(url)
-        try:
-            return await produce_via_store(client, lines, batch_size, on_progress)
-        finally:
-            await client.close()
-
-    try:
-        return asyncio.run(run())
-    except StoreUnavailableError as exc:
-        console.print(f"[red]{exc}[/]")
-        raise typer.Exit(2) from exc
+    return ask_store(url, lambda client: produce_via_store(client, lines, batch_size, on_progress), console)
 
 
 def _task_requests_ready(cfg: Settings) -> str:
@@ -162,22 +150,14 @@ def status(
 
 
 def _key_table(url: str, keys: list[str]) -> Table:
-    async def lookup() -> list[tuple[str, str, str]]:
-        client = StoreClient(url)
-        try:
-            rows = []
-            for key in keys:
-                rollout = await client.task_request(key)
-                rows.append((key, rollout.rollout_id, rollout.status) if rollout else (key, "-", "not ingested"))
-            return rows
-        finally:
-            await client.close()
+    async def lookup(client: StoreClient) -> list[tuple[str, str, str]]:
+        rows = []
+        for key in keys:
+            rollout = await client.task_request(key)
+            rows.append((key, rollout.rollout_id, rollout.status) if rollout else (key, "-", "not ingested"))
+        return rows
 
-    try:
-        rows = asyncio.run(lookup())
-    except StoreUnavailableError as exc:
-        console.print(f"[red]{exc}[/]")
-        raise typer.Exit(2) from exc
+    rows = ask_store(url, lookup, console)
     table = Table("key", "rollout", "status", title="task requests by key")
     for row in rows:
         table.add_row(*row)
