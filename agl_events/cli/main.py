@@ -16,6 +16,7 @@ from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
 from agl_events.cli.produce import produce_app
 from agl_events.cli.proxy import proxy
+from agl_events.cli.replay import replay_app
 from agl_events.cli.runner import runner_app
 from agl_events.cli.samples import samples
 from agl_events.cli.schemas import schemas_app
@@ -48,6 +49,7 @@ app.add_typer(schemas_app, name="schemas")
 app.add_typer(runner_app, name="runner")
 app.add_typer(produce_app, name="produce")
 app.add_typer(apo_app, name="apo")
+app.add_typer(replay_app, name="replay")
 app.command()(demo)
 app.command()(bench)
 app.command()(store)

@@ -1,0 +1,28 @@
+"""Reading a stretch of the log: from where a reader stands up to a cut, in bounded batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from agl_events.log.records import LoggedEvent, Position, reached
+from agl_events.store.follower import LogSource
+
+#: Records per batch: what one fold step holds in memory, whatever the history's length.
+BATCH_RECORDS = 2000
+
+
+def scan(source: LogSource, cut: Mapping[Position, int], max_records: int = BATCH_RECORDS,
+         timeout: float = 1.0) -> Iterator[list[LoggedEvent]]:
+    """Batches of the events before `cut` (partition -> end offset), in offset order per partition.
+
+    Records a partition holds past its cut (the log goes on while a replay reads) are dropped; so are those of
+    partitions the cut does not name. Batches may come empty (undecodable records, a quiet fetch)."""
+    while not reached(source.positions, cut):
+        batch = source.poll(max_records, timeout)
+        yield [e for e in batch if e.offset < cut.get((e.topic, e.partition), 0)]
+
+
+def read_so_far(positions: Mapping[Position, int], start: Mapping[Position, int], cut: Mapping[Position, int]
+                ) -> int:
+    """How many of the records between `start` and `cut` a reader at `positions` has passed: for progress."""
+    return sum(max(0, min(positions.get(pos, 0), end) - start.get(pos, 0)) for pos, end in cut.items())
