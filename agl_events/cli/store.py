@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -9,9 +11,12 @@ import typer
 
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
+from agl_events.replay.cut import CutSpec, parse_time
+from agl_events.replay.rebuild import rebuild
 from agl_events.server.app import DEFAULT_PORT, create_app, serve
 from agl_events.store.base import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
+from agl_events.store.readonly import ReadOnlyStore
 
 
 def store(
@@ -23,17 +28,42 @@ def store(
     scan_debounce: Annotated[float, typer.Option(help="Seconds between watchdog scans (timeouts, silence).")
                              ] = 10.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    read_only: Annotated[bool, typer.Option("--read-only", help="Serve views of the past, refusing writes (405): "
+                                            "rebuilt from the log up to --as-of*, or the views in --views as they are.")
+                         ] = False,
+    as_of: Annotated[str | None, typer.Option("--as-of", help="With --read-only: the store as it was at this time "
+                                              "(ISO 8601 or seconds since the epoch).")] = None,
+    as_of_resources: Annotated[str | None, typer.Option(
+        "--as-of-resources", help="With --read-only: as it was when these resources were published.")] = None,
+    as_of_offsets: Annotated[Path | None, typer.Option("--as-of-offsets", exists=True, dir_okay=False,
+                                                       help="With --read-only: as of these log offsets (JSON).")
+                             ] = None,
 ) -> None:
     """Serve every experiment: the default one at the root, others under /experiments/<name>."""
     cfg = settings(ctx)
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     views_root = views or cfg.home / "views"
+    try:
+        cut = CutSpec(until=None if as_of is None else parse_time(as_of), until_resources=as_of_resources,
+                      offsets=as_of_offsets)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if cut != CutSpec() and not read_only:
+        raise typer.BadParameter("--as-of, --as-of-resources and --as-of-offsets need --read-only")
 
     async def store_for(experiment: str) -> LightningStore:
-        return await KafkaLightningStore.open(cfg.model_copy(update={"experiment": experiment}),
-                                              view_dir=views_root / experiment,
-                                              scan_debounce_seconds=scan_debounce)
+        scoped = cfg.model_copy(update={"experiment": experiment})
+        if not read_only:
+            return await KafkaLightningStore.open(scoped, view_dir=views_root / experiment,
+                                                  scan_debounce_seconds=scan_debounce)
+        if views is not None and cut == CutSpec():
+            return ReadOnlyStore.open(views / experiment)
+        (cfg.home / "replay").mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"as-of-{experiment}-", dir=cfg.home / "replay"))
+        await asyncio.to_thread(rebuild, scoped, scratch / "view", cut, snapshots=cfg.home / "snapshots")
+        return ReadOnlyStore.open(scratch / "view", remove_on_close=scratch)
 
-    typer.echo(f"agl-events store on http://{host}:{port} (Kafka {cfg.bootstrap_servers}, "
+    mode = "read-only, " if read_only else ""
+    typer.echo(f"agl-events store on http://{host}:{port} ({mode}Kafka {cfg.bootstrap_servers}, "
                f"default experiment {cfg.experiment}, views in {views_root})")
     serve(create_app(store_for, default_experiment=cfg.experiment), host=host, port=port, log_level=log_level)

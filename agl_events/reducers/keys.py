@@ -83,3 +83,5 @@ WORKERS = "w/"
 LATEST_RESOURCES = "meta/latest_resources"
 QUEUE_SEQ = "meta/queue_seq"
 POSITIONS = "meta/pos/"
+#: What a replayed view is a fold of (experiment, cut, snapshot): written by `agl_events.replay.rebuild`.
+REPLAY = "meta/replay"

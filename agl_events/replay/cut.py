@@ -15,13 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.kinds import Kind
 from agl_events.log.offsets import offsets_at, partitions_of, watermarks
 from agl_events.log.reader import decode_message
 from agl_events.log.records import Position
+from agl_events.topics import Topic, topic_name
 
 #: Kinds that carry a resources snapshot (the first of them for an id is its publication).
 RESOURCES_KINDS = (Kind.RESOURCES_PUBLISHED, Kind.RESOURCES_UPDATED)
@@ -128,3 +129,28 @@ def parse_time(text: str) -> float:
         raise ValueError(f"{text!r} is neither seconds since the epoch nor an ISO 8601 time "
                          "(e.g. 2026-12-05T10:30:00)") from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+class CutSpec(BaseModel):
+    """Which cut a command asks for: at most one of a time, a resources id, an offsets file; none is the log end."""
+
+    until: float | None = None
+    until_resources: str | None = None
+    offsets: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_at_most(self) -> CutSpec:
+        given = [name for name in ("until", "until_resources", "offsets") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of --until, --until-resources, --offsets, not {' and '.join(given)}")
+        return self
+
+    def resolve(self, consumer: Consumer, codec: AvroCodec, experiment: str, partitions: list[Position]) -> Cut:
+        if self.until is not None:
+            return until_time(consumer, partitions, self.until)
+        if self.until_resources is not None:
+            return until_resources(consumer, codec, partitions, topic_name(experiment, Topic.RESOURCES),
+                                   self.until_resources)
+        if self.offsets is not None:
+            return Cut.load(self.offsets)
+        return log_end(consumer, partitions)

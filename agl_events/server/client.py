@@ -20,6 +20,7 @@ from agl_events.types import (
     PromptCandidate,
     ResourcesUpdate,
     Rollout,
+    Span,
     Worker,
 )
 
@@ -71,6 +72,24 @@ class StoreClient:
         data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}/finish",
                                 json={"status": status, "spans_through": spans_through})
         return Attempt.model_validate(data)
+
+    async def query_rollouts(self) -> list[Rollout]:
+        """Every rollout (without its latest attempt: `query_attempts` has them all)."""
+        data = await self._call("GET", "/rollouts")
+        return [Rollout.model_validate({k: v for k, v in r.items() if k != "attempt"}) for r in data["items"]]
+
+    async def query_spans(self, rollout_id: str) -> list[Span]:
+        """Every span of the rollout, of every attempt, by sequence id."""
+        data = await self._call("GET", "/spans", params={"rollout_id": rollout_id})
+        return [Span.model_validate(s) for s in data["items"]]
+
+    async def query_resources(self) -> list[ResourcesUpdate]:
+        data = await self._call("GET", "/resources")
+        return [ResourcesUpdate.model_validate(r) for r in data["items"]]
+
+    async def query_workers(self) -> list[Worker]:
+        data = await self._call("GET", "/workers")
+        return [Worker.model_validate(w) for w in data["items"]]
 
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
         """Every attempt of the rollout (none for an unknown rollout), oldest first."""

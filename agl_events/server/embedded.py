@@ -12,11 +12,15 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from agl_events.config import Settings
 from agl_events.server.app import create_app, server_for
 from agl_events.server.client import experiment_url
 from agl_events.store.kafka import KafkaLightningStore
+from agl_events.store.service import EventSourcedStore
+
+S = TypeVar("S", bound=EventSourcedStore)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -31,23 +35,30 @@ async def embedded_store_server(settings: Settings, view_dir: Path, *, host: str
                                 ) -> AsyncIterator[tuple[KafkaLightningStore, str]]:
     """Yield (store, URL of its experiment on the server); both are closed on exit."""
     store = await KafkaLightningStore.open(settings, view_dir=view_dir, scan_debounce_seconds=scan_debounce_seconds)
+    async with serving(store, settings.experiment, host=host, port=port) as url:
+        yield store, url
 
-    async def store_for(experiment: str) -> KafkaLightningStore:
-        if experiment != settings.experiment:
-            raise ValueError(f"this server serves experiment {settings.experiment!r} only")
+
+@asynccontextmanager
+async def serving(store: S, experiment: str, *, host: str = "127.0.0.1", port: int | None = None
+                  ) -> AsyncIterator[str]:
+    """Serve `store` as `experiment` over HTTP in this event loop; yield its URL. Closes the store on exit."""
+    async def store_for(name: str) -> S:
+        if name != experiment:
+            raise ValueError(f"this server serves experiment {experiment!r} only")
         return store
 
     port = port or free_port(host)
-    server = server_for(create_app(store_for, settings.experiment), host, port, log_level="warning")
+    server = server_for(create_app(store_for, experiment), host, port, log_level="warning")
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # the host program owns signals
-    serving = asyncio.create_task(server.serve())
+    served = asyncio.create_task(server.serve())
     try:
         while not server.started:
-            if serving.done():
-                serving.result()  # raises why it could not start (port taken...)
+            if served.done():
+                served.result()  # raises why it could not start (port taken...)
             await asyncio.sleep(0.02)
-        yield store, experiment_url(f"http://{host}:{port}", settings.experiment)
+        yield experiment_url(f"http://{host}:{port}", experiment)
     finally:
         server.should_exit = True
-        await asyncio.gather(serving, return_exceptions=True)
+        await asyncio.gather(served, return_exceptions=True)
         await store.close()

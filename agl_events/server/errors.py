@@ -3,7 +3,8 @@
 Policy (deliberately different from upstream, which answers 500 to everything): a store `ValueError` (unknown
 rollout or attempt, "Item ... does not exist") or `TypeError` (bad input such as null heartbeat stats) is the
 caller's fault, so it is a 400 with the message, which the upstream client raises at once without retrying;
-input too large for the log (`EventTooLargeError`, a ValueError) is a 413 with its size and the limit. A store
+input too large for the log (`EventTooLargeError`, a ValueError) is a 413 with its size and the limit. A write
+asked of a read-only store (a view of the past, `ReadOnlyStoreError`) is a 405 with the reason. A store
 that stopped serving (its view no longer follows the log) answers 503 with the reason. Anything else is a
 server fault: a 500, which the client retries after probing /health. Tracebacks stay in the server log and
 never go on the wire.
@@ -17,7 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agl_events.log.encoding import EventTooLargeError
-from agl_events.store.errors import StoreUnhealthyError
+from agl_events.store.errors import ReadOnlyStoreError, StoreUnhealthyError
 
 logger = logging.getLogger("agl_events.server")
 
@@ -30,6 +31,8 @@ UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError,)
 def error_response(exc: Exception) -> JSONResponse:
     """The JSON error body for `exc`: `detail` and `error_type` (the exception's class name)."""
     error_type = type(exc).__name__
+    if isinstance(exc, ReadOnlyStoreError):
+        return JSONResponse({"detail": str(exc), "error_type": error_type}, status_code=405)
     if isinstance(exc, CLIENT_ERRORS):
         status = 413 if isinstance(exc, EventTooLargeError) else 400
         return JSONResponse({"detail": str(exc) or error_type, "error_type": error_type}, status_code=status)

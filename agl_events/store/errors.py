@@ -1,4 +1,4 @@
-"""Why a store cannot serve at all (the server answers 503 with the reason)."""
+"""What a store refuses to do, and why it cannot serve at all (the server answers 405 and 503 with the reason)."""
 
 from __future__ import annotations
 
@@ -9,3 +9,7 @@ class StoreUnhealthyError(RuntimeError):
 
 class FollowerFailed(StoreUnhealthyError):
     """The view stopped following the log; reads would be stale and folds are not happening."""
+
+
+class ReadOnlyStoreError(RuntimeError):
+    """A write asked of a read-only store (a view of the past): refused, with which view it serves."""

@@ -16,6 +16,7 @@ from typing import Any
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.store.memory import InMemoryLightningStore
+from agl_events.store.service import EventSourcedStore
 from agl_events.types import AttemptedRollout, EnqueueRolloutRequest, PromptCandidateStep, RolloutConfig, Span
 from tests.reducers import View
 from tests.store import make_span, prompt
@@ -36,7 +37,7 @@ class Run:
 @dataclass
 class _Workload:
     rng: random.Random
-    store: InMemoryLightningStore
+    store: EventSourcedStore
     attempts: dict[str, list[str]] = field(default_factory=dict)  # rollout id -> its attempt ids, in order
     resources: list[str] = field(default_factory=list)
     sent: list[Span] = field(default_factory=list)
@@ -168,13 +169,25 @@ _OPS: tuple[Callable[[_Workload], Awaitable[None]], ...] = (
 )
 
 
+class Workload(_Workload):
+    """Random operations on any store (the replay tests drive the Kafka store with it)."""
+
+    async def run(self, steps: int) -> None:
+        for _ in range(steps):
+            await self.rng.choice(_OPS)(self)
+            self.step += 1
+
+
+def workload(store: EventSourcedStore, seed: int) -> Workload:
+    """The same seed makes the same choices (ids and times still differ)."""
+    return Workload(random.Random(seed), store)
+
+
 async def random_run(seed: int, steps: int = 150) -> Run:
-    """Run `steps` random operations; the same seed makes the same choices (ids and times still differ)."""
+    """Run `steps` random operations on the in-memory store and return what it logged."""
     store = InMemoryLightningStore(scan_debounce_seconds=3600)  # no watchdog: its decisions depend on time
-    workload = _Workload(random.Random(seed), store)
     try:
-        for workload.step in range(steps):
-            await workload.rng.choice(_OPS)(workload)
+        await workload(store, seed).run(steps)
         events = [e for entries in store.log.topics.values() for e in entries]
         # The state, without the positions the store's follower records (a plain fold has none).
         state = {k: v for k, v in store.view.scan("") if not k.startswith(keys.POSITIONS)}
