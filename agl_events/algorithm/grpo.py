@@ -12,15 +12,23 @@ loop run ahead.
 
 Evaluation goes through the runners too (`ctx.run_split(val, "val")`): the agent decodes greedily for
 rollouts that are not training ones, and the split's mean reward is the held-out success (`history`).
+
+A step depends only on what it trains on: the initial weights come from `seed`, and a batch is put in a
+canonical order (groups by group id, samples by sample id) before it becomes tensors, so the order samples
+arrived in from the partitions changes nothing. That makes a run reproducible from its recorded samples:
+`retrain` takes the same steps over the batches `samples.history.ReplayedSampleStream` reads back, with no
+runners, store or servers, and ends at the weights the live run published last (bit for bit, on the same
+machine and torch build).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import cycle, islice
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,7 +47,7 @@ from agl_events.policy.weights import (
     save_weights,
     weights_path,
 )
-from agl_events.samples.batching import BatchPolicy
+from agl_events.samples.batching import BatchPolicy, SampleBatch
 from agl_events.samples.model import Sample
 from agl_events.types import ProxyLLM, ResourcesUpdate
 
@@ -73,18 +81,23 @@ class GRPO:
                  epochs: int = 2, clip: float = 0.2, grad_clip: float = 1.0, temperature: float = 1.0,
                  entropy_coef: float = 0.0,
                  max_staleness: int = 0, eval_every: int = 10, policy: PolicyConfig | None = None,
-                 model: str = "policy", batch_timeout: float = 300.0,
+                 model: str = "policy", batch_timeout: float = 300.0, seed: int = 0,
                  on_step: Callable[[int, float], None] | None = None,
                  on_eval: Callable[[Evaluation], None] | None = None) -> None:
-        """`entropy_coef` weighs an entropy bonus in the loss (0: plain GRPO). `on_step(steps_done,
-        mean_train_reward)` runs after each step is published, `on_eval` after each held-out evaluation: for
-        progress displays (the demo's), on the trainer's event loop."""
+        """`entropy_coef` weighs an entropy bonus in the loss (0: plain GRPO). `seed` fixes the initial weights:
+        it becomes the policy config's seed, under which `Policy` draws them (`torch.manual_seed` inside
+        `fork_rng`, so the caller's random state is untouched); a `policy` config that sets another seed
+        explicitly is refused rather than silently overridden. `on_step(steps_done, mean_train_reward)` runs
+        after each step is published, `on_eval` after each held-out evaluation: for progress displays (the
+        demo's), on the trainer's event loop."""
+        if policy is not None and "seed" in policy.model_fields_set and policy.seed != seed:
+            raise ValueError(f"GRPO seed={seed} but its policy config sets seed={policy.seed}: give it once")
         self.steps, self.prompts_per_step, self.group_size = steps, prompts_per_step, group_size
         self.lr, self.epochs, self.clip, self.grad_clip = lr, epochs, clip, grad_clip
         self.temperature, self.max_staleness, self.eval_every = temperature, max_staleness, eval_every
         self.entropy_coef = entropy_coef
         self.tokenizer = make_tokenizer()
-        self.policy_config = policy or PolicyConfig(vocab_size=len(self.tokenizer))
+        self.policy_config = (policy or PolicyConfig(vocab_size=len(self.tokenizer))).model_copy(update={"seed": seed})
         self.model, self.batch_timeout = model, batch_timeout
         self.on_step, self.on_eval = on_step, on_eval
         self.history: list[Evaluation] = []
@@ -124,6 +137,38 @@ class GRPO:
                         if self.on_step is not None:
                             self.on_step(step + 1, self.train_rewards[-1])
         return results
+
+    def retrain(self, batches: Iterable[SampleBatch], *, save_to: Path | None = None,
+                on_step: Callable[[int, float], None] | None = None) -> Policy:
+        """The live loop's training, offline: from the seeded initial weights and a fresh Adam, one step
+        (`_tokens` + `_update`) per batch, in the order given; no runners, store, servers or publishing.
+
+        Fed a `ReplayedSampleStream` of a finished run (one batch per resources generation), it ends at the
+        weights that run published last, given the same hyperparameters and seed. `train_rewards` is this
+        retrain's, one entry per step (cleared first); `on_step` (default the constructor's) runs after each
+        step. With `save_to`, the weights are written there after each step as the live run names its
+        versions: `v1.pt` the initial weights, `v{k+1}.pt` after step k, so each compares with its live twin.
+
+        Trained on one intra-op thread, as the live loop is (its policy server sets one, process-wide):
+        float sums split across threads could otherwise differ in their last bits."""
+        on_step = on_step or self.on_step
+        policy = Policy(self.policy_config)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
+        self.train_rewards = []
+        if save_to is not None:
+            save_weights(policy, save_to / "v1.pt")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for step, batch in enumerate(batches, start=1):
+                self._update(policy, optimizer, self._tokens(batch.groups))
+                if save_to is not None:
+                    save_weights(policy, save_to / f"v{step + 1}.pt")
+                if on_step is not None:
+                    on_step(step, self.train_rewards[-1])
+        finally:
+            torch.set_num_threads(threads)
+        return policy
 
     async def _resume(self, ctx: AlgorithmContext) -> tuple[Policy, torch.optim.Optimizer, int]:
         """The policy, its optimiser and the steps already done: fresh at step 0, or, where the experiment
@@ -174,7 +219,12 @@ class GRPO:
         return result
 
     def _tokens(self, groups: list[list[Sample]]) -> _Tokens:
-        """Every triplet with token ids and logprobs, each given its sample's group-normalised advantage."""
+        """Every triplet with token ids and logprobs, each given its sample's group-normalised advantage.
+
+        Groups by group id and samples by sample id (a group id split over two groups: by their sample ids),
+        whatever order they came in: float sums over the batch then come out the same for the same samples."""
+        groups = sorted((sorted(group, key=lambda s: s.sample_id) for group in groups),
+                        key=lambda group: (group[0].group_id, group[0].sample_id))
         rewards = [[s.final_reward or 0.0 for s in group] for group in groups]
         self.train_rewards.append(sum(map(sum, rewards)) / sum(map(len, rewards)))
         tokens = _Tokens([], [], [], [])

@@ -12,6 +12,7 @@ from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.apo import apo_app
 from agl_events.cli.bench import bench
 from agl_events.cli.demo import demo
+from agl_events.cli.experiments import experiments_app
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
 from agl_events.cli.produce import produce_app
@@ -49,6 +50,7 @@ app.add_typer(schemas_app, name="schemas")
 app.add_typer(runner_app, name="runner")
 app.add_typer(produce_app, name="produce")
 app.add_typer(apo_app, name="apo")
+app.add_typer(experiments_app, name="experiments")
 app.add_typer(replay_app, name="replay")
 app.command()(demo)
 app.command()(bench)

@@ -84,14 +84,15 @@ def _rebuild(console: Console, cfg: Settings, to: Path, spec: CutSpec, snapshots
         with _bar(console, f"rebuilding {cfg.experiment}") as progress:
             return rebuild(cfg, to, spec, snapshots=snapshots, progress=progress)
     except (HistoryGone, FileExistsError, LookupError) as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{exc}[/]", soft_wrap=True)
         raise typer.Exit(1) from exc
 
 
 def _report(console: Console, done: Rebuilt) -> None:
     start = f"snapshot {done.snapshot.path.name}" if done.snapshot else "offset 0"
-    console.print(f"rebuilt {done.path} from {start} {done.cut.why}: {done.records:,} records "
-                  f"({done.folded:,} events folded) in {done.seconds:.1f} s, {done.records_per_second:,.0f} records/s")
+    console.print(f"rebuilt {done.path} from {start} up to {done.cut.why}: {done.records:,} records "
+                  f"({done.folded:,} events folded) in {done.seconds:.1f} s, {done.records_per_second:,.0f} records/s",
+                  soft_wrap=True)
 
 
 @replay_app.command("rebuild")

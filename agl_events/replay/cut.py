@@ -32,7 +32,8 @@ class Cut(BaseModel):
     """End offsets per partition, keyed `topic/partition` (JSON-friendly), and what they stand for."""
 
     ends: dict[str, int]
-    why: str = "offsets"
+    #: What the cut stands for, read after "up to" ("the log's end at ...", "the publication of resources ...").
+    why: str = "given offsets"
 
     @classmethod
     def of(cls, ends: dict[Position, int], why: str) -> Cut:
@@ -57,7 +58,7 @@ class Cut(BaseModel):
     def load(cls, path: Path) -> Cut:
         """A cut file: this model's JSON, or a bare `{"topic/partition": offset}` mapping."""
         data = json.loads(path.read_text())
-        return cls.model_validate(data if "ends" in data else {"ends": data, "why": f"offsets from {path}"})
+        return cls.model_validate(data if "ends" in data else {"ends": data, "why": f"the offsets in {path}"})
 
 
 def log_end(consumer: Consumer, partitions: list[Position]) -> Cut:
@@ -68,7 +69,7 @@ def log_end(consumer: Consumer, partitions: list[Position]) -> Cut:
 
 def until_time(consumer: Consumer, partitions: list[Position], when: float) -> Cut:
     """The records stamped at or before `when` (seconds since the epoch)."""
-    return Cut.of(offsets_at(consumer, partitions, int(when * 1000) + 1), f"until {_stamp(when)}")
+    return Cut.of(offsets_at(consumer, partitions, int(when * 1000) + 1), f"the records stamped by {_stamp(when)}")
 
 
 def until_resources(consumer: Consumer, codec: AvroCodec, partitions: list[Position], resources_topic: str,
@@ -84,7 +85,7 @@ def until_resources(consumer: Consumer, codec: AvroCodec, partitions: list[Posit
     ends = offsets_at(consumer, [p for p in partitions if p != position], stamp_ms + 1)
     if position in partitions:
         ends[position] = offset + 1
-    return Cut.of(ends, f"when resources {resources_id} were published ({_stamp(stamp_ms / 1000)})")
+    return Cut.of(ends, f"the publication of resources {resources_id} ({_stamp(stamp_ms / 1000)})")
 
 
 def _first_resources_record(consumer: Consumer, codec: AvroCodec, topic: str, resources_id: str

@@ -12,11 +12,13 @@ BATCH_RECORDS = 2000
 
 
 def scan(source: LogSource, cut: Mapping[Position, int], max_records: int = BATCH_RECORDS,
-         timeout: float = 1.0) -> Iterator[list[LoggedEvent]]:
+         timeout: float = 0.05) -> Iterator[list[LoggedEvent]]:
     """Batches of the events before `cut` (partition -> end offset), in offset order per partition.
 
     Records a partition holds past its cut (the log goes on while a replay reads) are dropped; so are those of
-    partitions the cut does not name. Batches may come empty (undecodable records, a quiet fetch)."""
+    partitions the cut does not name. Batches may come empty (undecodable records, a quiet fetch).
+    A poll waits its whole `timeout` unless `max_records` come, so a short one costs nothing while records flow
+    and ends the last poll, at the cut, quickly."""
     while not reached(source.positions, cut):
         batch = source.poll(max_records, timeout)
         yield [e for e in batch if e.offset < cut.get((e.topic, e.partition), 0)]

@@ -85,7 +85,7 @@ class ReadOnlyStore(EventSourcedStore):
             raise FileNotFoundError(f"no view in {folder}")
         view = StoreView(RocksKV(folder), track_own=False)
         replay = view.get(keys.REPLAY)
-        store = cls(view, f"of {replay['experiment']} {replay['cut']['why']}" if replay else f"in {folder}")
+        store = cls(view, f"of {replay['experiment']} up to {replay['cut']['why']}" if replay else f"in {folder}")
         store._remove = remove_on_close
         return store
 

@@ -24,12 +24,13 @@ def _free_port() -> int:
 class Server:
     """`python -m agl_events store` as a real separate process, restartable on the same views folder."""
 
-    def __init__(self, settings: Settings, views: Path, log: Path) -> None:
+    def __init__(self, settings: Settings, views: Path, log: Path, *options: str) -> None:
+        """`options` go after `store` (e.g. `--read-only`)."""
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}/v1/agl"
         self._cmd = [sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
                      "--experiment", settings.experiment, "store", "--port", str(self.port),
-                     "--views", str(views), "--log-level", "warning"]
+                     "--views", str(views), "--log-level", "warning", *options]
         self._log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
