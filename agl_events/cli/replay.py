@@ -19,13 +19,16 @@ from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, ask_store, settings
 from agl_events.cli.export import export
 from agl_events.config import Settings
-from agl_events.log.clients import make_admin
-from agl_events.replay.cut import CutSpec, parse_time
+from agl_events.log.clients import make_admin, make_consumer
+from agl_events.log.offsets import partitions_of
+from agl_events.log.records import Position
+from agl_events.replay.cut import CutSpec, parse_duration, parse_time, until_time
 from agl_events.replay.digest import Digest, digest, first_field_difference, part_of
 from agl_events.replay.rebuild import HistoryGone, ProgressCallback, Rebuilt, rebuild
 from agl_events.replay.snapshot import keep_latest, list_snapshots, partial_dir, prune_spans, seal
 from agl_events.server.client import experiment_url
 from agl_events.store.readonly import ReadOnlyStore
+from agl_events.topics import Topic, topic_name
 
 replay_app = typer.Typer(help="Replay an experiment's history: rebuild, verify, snapshot, export.",
                          no_args_is_help=True)
@@ -155,11 +158,20 @@ def snapshot(ctx: typer.Context, experiment: Experiment = None, snapshots: Snaps
              keep: Annotated[int, typer.Option(min=1, help="Snapshots to keep (older ones are deleted).")] = 3,
              prune_spans_: Annotated[bool, typer.Option("--prune-spans", help="Then delete the span records the "
                                                         "oldest kept snapshot covers from the broker.")] = False,
+             keep_spans_for: Annotated[str | None, typer.Option(
+                 "--keep-spans-for", help="With --prune-spans: keep spans appended within this long (7d, 12h, "
+                 "3600) even where a snapshot covers them, for exports of recent history.")] = None,
              every: Annotated[float | None, typer.Option(min=1.0, help="Take one every N seconds, until stopped.")
                               ] = None) -> None:
     """Fold the log's new records onto the latest snapshot and keep the result as a new snapshot."""
     cfg, console = _settings(ctx, experiment), Console()
     root = snapshot_root(cfg, snapshots)
+    try:
+        keep_seconds = None if keep_spans_for is None else parse_duration(keep_spans_for)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--keep-spans-for") from exc
+    if keep_seconds is not None and not prune_spans_:
+        raise typer.BadParameter("needs --prune-spans", param_hint="--keep-spans-for")
     while True:
         taken_at = time.time()
         partial = partial_dir(root, cfg.experiment, taken_at)
@@ -171,12 +183,22 @@ def snapshot(ctx: typer.Context, experiment: Experiment = None, snapshots: Snaps
             console.print(f"deleted old snapshot {gone.name}")
         if prune_spans_:
             oldest = list_snapshots(root, cfg.experiment)[0]
-            pruned = prune_spans(make_admin(cfg.bootstrap_servers), oldest)
+            keep = None if keep_seconds is None else _span_offsets_since(cfg, time.time() - keep_seconds)
+            pruned = prune_spans(make_admin(cfg.bootstrap_servers), oldest, keep)
             console.print(f"spans before snapshot {oldest.path.name} deleted from the broker: "
                           + ", ".join(f"{t}[{p}] < {o}" for (t, p), o in sorted(pruned.items())))
         if every is None:
             return
         time.sleep(max(0.0, taken_at + every - time.time()))
+
+
+def _span_offsets_since(cfg: Settings, when: float) -> dict[Position, int]:
+    """Per span partition, the first offset appended after `when`: where pruning stops to keep recent spans."""
+    consumer = make_consumer(cfg.bootstrap_servers)
+    try:
+        return until_time(consumer, partitions_of(consumer, [topic_name(cfg.experiment, Topic.SPANS)]), when).positions
+    finally:
+        consumer.close()
 
 
 @replay_app.command()

@@ -63,12 +63,16 @@ def emit_reward(reward: float | dict[str, Any], *, primary_key: str | None = Non
                            propagate=propagate)
 
 
+#: Built once: building it on every call took an eighth of a triplet export's time (bench.replay profile).
+_REWARDS = TypeAdapter(list[RewardPydanticModel])
+
+
 def get_rewards_from_span(span: SpanLike) -> list[RewardPydanticModel]:
     """All reward dimensions of a span, primary first; empty when it carries none."""
     attributes = dict(span.attributes or {})
     if any(key.startswith(LightningSpanAttributes.REWARD.value) for key in attributes):
         unflattened = filter_and_unflatten_attributes(attributes, LightningSpanAttributes.REWARD.value)
-        return TypeAdapter(list[RewardPydanticModel]).validate_python(unflattened)
+        return _REWARDS.validate_python(unflattened)
     return []
 
 

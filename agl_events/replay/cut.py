@@ -132,6 +132,22 @@ def parse_time(text: str) -> float:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
+#: Units of `parse_duration`, in seconds.
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`--keep-spans-for` values: seconds, or a number with a unit (90s, 30m, 12h, 7d, 2w)."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (seconds, or a number with s, m, h, d or w: 7d)") from None
+    if seconds < 0:
+        raise ValueError(f"{text!r} is negative")
+    return seconds
+
+
 class CutSpec(BaseModel):
     """Which cut a command asks for: at most one of a time, a resources id, an offsets file; none is the log end."""
 

@@ -95,15 +95,20 @@ def keep_latest(root: Path, experiment: str, keep: int) -> list[Path]:
     return doomed
 
 
-def prune_spans(admin: AdminClient, snapshot: Snapshot, timeout: float = 30.0) -> dict[Position, int]:
+def prune_spans(admin: AdminClient, snapshot: Snapshot, keep_from: Mapping[Position, int] | None = None,
+                timeout: float = 30.0) -> dict[Position, int]:
     """Delete the span records `snapshot` covers from the broker (Kafka's DeleteRecords): the bulk of the log.
+    With `keep_from` (per span partition, e.g. the first offset of the last week), records from there on stay
+    even where the snapshot covers them, for exports of recent history.
 
     What stays replayable: any rebuild from this snapshot or a later one; rollouts, attempts, resources and
     samples in full (their topics are not touched). What does not: a rebuild from offset 0 or from an older
     snapshot, a view as of a time before the snapshot, and an export of spans before it (the samples topic still
     holds the samples made from them)."""
     spans = topic_name(snapshot.experiment, Topic.SPANS)
-    wanted = [TopicPartition(t, p, end) for (t, p), end in snapshot.cut.positions.items() if t == spans and end > 0]
+    keep = keep_from or {}
+    ends = {(t, p): min(end, keep.get((t, p), end)) for (t, p), end in snapshot.cut.positions.items() if t == spans}
+    wanted = [TopicPartition(t, p, end) for (t, p), end in ends.items() if end > 0]
     if not wanted:
         return {}
     futures = admin.delete_records(wanted, request_timeout=timeout, operation_timeout=timeout)

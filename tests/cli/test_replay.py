@@ -66,6 +66,10 @@ def test_snapshots_are_taken_listed_and_used_by_the_next_rebuild(settings: Setti
     assert none.returncode == 1 and "no snapshots" in none.stdout
     taken = _cli(settings, home, "snapshot", "--keep", "1")
     assert taken.returncode == 0, taken.stdout + taken.stderr
+    recent = _cli(settings, home, "snapshot", "--keep", "2", "--prune-spans", "--keep-spans-for", "1h")
+    assert recent.returncode == 0, recent.stdout + recent.stderr
+    kept_all = _cli(settings, home, "rebuild", "--to", str(tmp_path / "all-spans"), "--no-snapshot")
+    assert kept_all.returncode == 0, kept_all.stdout  # the last hour's spans were kept
     assert _cli(settings, home, "snapshot", "--keep", "1", "--prune-spans").returncode == 0
     kept = list((home / "snapshots" / settings.experiment).iterdir())
     assert len(kept) == 1  # --keep 1 deleted the first
@@ -82,6 +86,10 @@ def test_bad_cut_options_are_one_clear_line(settings: Settings, tmp_path: Path) 
     assert both.returncode == 2 and "give one of" in both.stderr
     bad = _cli(settings, tmp_path, "rebuild", "--to", str(tmp_path / "v"), "--until", "yesterday")
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
+    alone = _cli(settings, tmp_path, "snapshot", "--keep-spans-for", "7d")
+    assert alone.returncode == 2 and "needs --prune-spans" in alone.stderr
+    week = _cli(settings, tmp_path, "snapshot", "--prune-spans", "--keep-spans-for", "a week")
+    assert week.returncode == 2 and "is not a duration" in week.stderr
 
 
 async def test_a_read_only_store_as_of_a_resources_version_serves_the_upstream_client(settings: Settings,
