@@ -93,7 +93,7 @@ def build_event_schema(schema: dict[str, Any]) -> EventSchema:
 
     fastavro returns the fingerprint's bytes little endian, the order single-object encoding wants.
     """
-    parsed = parse_schema(copy.deepcopy(schema), _write_hint=False)
+    parsed = parse_schema(copy.deepcopy(schema))
     digest = bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
     return EventSchema(
         name=schema["name"],
