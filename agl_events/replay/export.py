@@ -47,7 +47,7 @@ from agl_events.log.offsets import watermarks
 from agl_events.log.reader import EventReader
 from agl_events.log.records import LoggedEvent, Position
 from agl_events.replay.cut import Cut, log_end
-from agl_events.replay.scan import read_so_far, scan
+from agl_events.replay.scan import HISTORY_CONSUMER, read_so_far, scan
 from agl_events.samples.buffer import Finished, SampleBuffer
 from agl_events.samples.build import Adapter, adapter_name, build_sample
 from agl_events.samples.model import Sample, triplet_record
@@ -130,7 +130,8 @@ def _batches(settings: Settings, topic: Topic, cut: Cut | None, progress: Progre
              ) -> Iterator[list[LoggedEvent]]:
     """`topic`'s events from its beginning up to `cut`, in batches."""
     codec = AvroCodec.from_url(settings.schema_registry_url)
-    with closing(EventReader(settings.bootstrap_servers, settings.experiment, codec, (topic,))) as reader:
+    with closing(EventReader(settings.bootstrap_servers, settings.experiment, codec, (topic,),
+                                 **HISTORY_CONSUMER)) as reader:
         partitions = reader.partitions()
         consumer = make_consumer(settings.bootstrap_servers)
         try:

@@ -23,7 +23,7 @@ from agl_events.log.reader import EventReader
 from agl_events.log.records import Position
 from agl_events.reducers import keys
 from agl_events.replay.cut import Cut, CutSpec
-from agl_events.replay.scan import read_so_far, scan
+from agl_events.replay.scan import HISTORY_CONSUMER, read_so_far, scan
 from agl_events.replay.snapshot import Snapshot, list_snapshots, restore, usable
 from agl_events.topics import FOREVER, LAYOUT, VIEW_TOPICS, topic_name
 from agl_events.views.rocks import RocksKV
@@ -31,9 +31,6 @@ from agl_events.views.store_view import StoreView
 
 log = logging.getLogger(__name__)
 
-#: Consumer settings for reading history as fast as it folds: large fetches, a bounded prefetch (memory).
-CATCH_UP_CONSUMER = {"fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 16384,
-                     "max.partition.fetch.bytes": 4 * 1024 * 1024}
 #: Progress callback: (records passed, records to pass).
 ProgressCallback = Callable[[int, int], None]
 
@@ -67,7 +64,7 @@ def rebuild(settings: Settings, to: Path, spec: CutSpec | None = None, *, snapsh
         raise FileExistsError(f"{to} is not empty: rebuild into a new folder (or delete that one)")
     experiment, bootstrap = settings.experiment, settings.bootstrap_servers
     codec = AvroCodec.from_url(settings.schema_registry_url)
-    reader = EventReader(bootstrap, experiment, codec, VIEW_TOPICS, **CATCH_UP_CONSUMER)
+    reader = EventReader(bootstrap, experiment, codec, VIEW_TOPICS, **HISTORY_CONSUMER)
     meta = make_consumer(bootstrap)
     try:
         cut = (spec or CutSpec()).resolve(meta, codec, experiment, reader.partitions())

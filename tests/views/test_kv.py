@@ -69,3 +69,12 @@ def test_rocks_keeps_its_data_across_a_reopen(tmp_path: Path) -> None:
         assert list(again.scan("")) == [("a/1", {"x": 1}), ("a/2", [2])]
     finally:
         again.close()
+
+
+def test_a_scan_ends_at_its_prefix_among_deleted_keys_and_multi_byte_last_characters(kv: KeyValue) -> None:
+    """As the samples buffer leaves them: entries written, then deleted, around the prefix scanned."""
+    kv.write({f"b/{i:04d}/{j}": j for i in range(300) for j in range(3)} | {"b/é": 1, "b/éa": 2, "b/ê": 3})
+    kv.write({f"b/{i:04d}/{j}": None for i in range(300) for j in range(3) if i != 150})
+    assert list(kv.scan("b/0150/")) == [("b/0150/0", 0), ("b/0150/1", 1), ("b/0150/2", 2)]
+    assert list(kv.scan("b/0151/")) == [] and list(kv.scan("b/0")) == list(kv.scan("b/0150"))
+    assert list(kv.scan("b/é")) == [("b/é", 1), ("b/éa", 2)]
