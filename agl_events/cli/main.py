@@ -12,6 +12,7 @@ from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.apo import apo_app
 from agl_events.cli.bench import bench
 from agl_events.cli.demo import demo
+from agl_events.cli.dlq import dlq_app
 from agl_events.cli.experiments import experiments_app
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
@@ -52,6 +53,7 @@ app.add_typer(produce_app, name="produce")
 app.add_typer(apo_app, name="apo")
 app.add_typer(experiments_app, name="experiments")
 app.add_typer(replay_app, name="replay")
+app.add_typer(dlq_app, name="dlq")
 app.command()(demo)
 app.command()(bench)
 app.command()(store)
