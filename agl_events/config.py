@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 #: This package's folder. An installed package (a wheel) carries its data files under it.
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -53,6 +53,9 @@ class Settings(BaseModel):
     local_controller_port: int = 9093
     #: Seconds a command waits for a configured cluster to answer before it says it cannot reach it.
     kafka_timeout: float = Field(default=10.0, gt=0)
+    #: The store server's bearer token: the one it asks for, or the one its clients send (runners, the LLM
+    #: proxy, CLI commands). A SecretStr, so printing settings never shows it.
+    auth_token: SecretStr | None = None
 
     @field_validator("experiment")
     @classmethod
@@ -74,6 +77,10 @@ class Settings(BaseModel):
         """The servers clients connect to: the configured cluster, or the local broker."""
         return self.bootstrap or f"localhost:{self.local_port}"
 
+    @property
+    def store_token(self) -> str | None:
+        return None if self.auth_token is None else self.auth_token.get_secret_value()
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Build settings from `AGL_*` environment variables; explicit non-None overrides win."""
@@ -81,6 +88,7 @@ class Settings(BaseModel):
             "bootstrap": os.environ.get("AGL_KAFKA_BOOTSTRAP") or None,
             "experiment": os.environ.get("AGL_EXPERIMENT") or "default",
             "schema_registry_url": os.environ.get("AGL_SCHEMA_REGISTRY_URL") or None,
+            "auth_token": os.environ.get("AGL_AUTH_TOKEN") or None,
         }
         if home := os.environ.get("AGL_HOME"):
             env["home"] = Path(home)

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, ask_store, settings
+from agl_events.cli.context import DEFAULT_STORE_URL, AuthToken, StoreUrl, ask_store, settings
 from agl_events.server.client import experiment_url
 from agl_events.types import PromptCandidate
 
@@ -23,11 +23,13 @@ def history(
     full: Annotated[bool, typer.Option("--full", help="Whole templates and critiques, not their first line.")
                     ] = False,
     store_url: StoreUrl = DEFAULT_STORE_URL,
+    auth_token: AuthToken = None,
 ) -> None:
     """Every candidate with its parent, round, scores and template (failed edits with their reason)."""
-    cfg = settings(ctx)
+    cfg = settings(ctx, auth_token)
 
-    candidates = ask_store(experiment_url(store_url, cfg.experiment), lambda c: c.prompt_candidates(run), console)
+    candidates = ask_store(experiment_url(store_url, cfg.experiment), lambda c: c.prompt_candidates(run), console,
+                           cfg.store_token)
     if not candidates:
         console.print(f"no APO candidates in experiment {cfg.experiment}" + (f" for run {run}" if run else ""))
         raise typer.Exit(1)

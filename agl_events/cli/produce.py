@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, ask_store, settings
+from agl_events.cli.context import DEFAULT_STORE_URL, AuthToken, StoreUrl, ask_store, settings
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin, make_producer
@@ -43,13 +43,14 @@ def tasks(
     store_url: StoreUrl = DEFAULT_STORE_URL,
     batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Rollouts per store call (--via-store).")
                           ] = 500,
+    auth_token: AuthToken = None,
 ) -> None:
     """One task per line ({"input": ..., "mode"?, "resources_id"?, "config"?, "metadata"?}).
 
     By default each line is a record on the experiment's task-requests topic, keyed by its idempotency key:
     no store has to run, and the store enqueues each key once whenever it ingests them.
     """
-    cfg = settings(ctx)
+    cfg = settings(ctx, auth_token)
     if via_store and key_field is not None:
         raise typer.BadParameter("the store's enqueue API takes no idempotency key", param_hint="--key-field")
     lines = _read(source)
@@ -63,7 +64,8 @@ def tasks(
             progress.update(bar, completed=done)
 
         if bootstrap is None:
-            report = _via_store(experiment_url(store_url, cfg.experiment), lines, batch_size, on_progress)
+            report = _via_store(experiment_url(store_url, cfg.experiment), cfg.store_token, lines, batch_size,
+                                on_progress)
         else:
             report = _to_kafka(bootstrap, cfg.experiment, lines, key_field, on_progress)
         progress.update(bar, completed=len(lines))
@@ -81,8 +83,9 @@ def _read(source: str) -> list[str]:
     return path.read_text().splitlines()
 
 
-def _via_store(url: str, lines: list[str], batch_size: int, on_progress: Progressed) -> ProduceReport:
-    return ask_store(url, lambda client: produce_via_store(client, lines, batch_size, on_progress), console)
+def _via_store(url: str, token: str | None, lines: list[str], batch_size: int, on_progress: Progressed
+               ) -> ProduceReport:
+    return ask_store(url, lambda client: produce_via_store(client, lines, batch_size, on_progress), console, token)
 
 
 def _task_requests_ready(cfg: Settings) -> str:
@@ -131,9 +134,10 @@ def status(
     keys: Annotated[list[str] | None, typer.Option(
         "--key", help="An idempotency key to look up in the store (repeatable).")] = None,
     store_url: StoreUrl = DEFAULT_STORE_URL,
+    auth_token: AuthToken = None,
 ) -> None:
     """How many produced task requests the store has ingested (from Kafka), and what given keys became."""
-    cfg = settings(ctx)
+    cfg = settings(ctx, auth_token)
     try:
         partitions = ingest_progress(ensure_broker(cfg), cfg.experiment, cfg.kafka_timeout)
     except TopicMissingError as exc:
@@ -146,10 +150,10 @@ def status(
     table.add_row("all", *(str(sum(getattr(p, f) for p in partitions)) for f in ("produced", "ingested", "pending")))
     out.print(table)
     if keys:
-        out.print(_key_table(experiment_url(store_url, cfg.experiment), keys))
+        out.print(_key_table(experiment_url(store_url, cfg.experiment), cfg.store_token, keys))
 
 
-def _key_table(url: str, keys: list[str]) -> Table:
+def _key_table(url: str, token: str | None, keys: list[str]) -> Table:
     async def lookup(client: StoreClient) -> list[tuple[str, str, str]]:
         rows = []
         for key in keys:
@@ -157,7 +161,7 @@ def _key_table(url: str, keys: list[str]) -> Table:
             rows.append((key, rollout.rollout_id, rollout.status) if rollout else (key, "-", "not ingested"))
         return rows
 
-    rows = ask_store(url, lookup, console)
+    rows = ask_store(url, lookup, console, token)
     table = Table("key", "rollout", "status", title="task requests by key")
     for row in rows:
         table.add_row(*row)

@@ -9,7 +9,7 @@ import typer
 import uvicorn
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import settings
+from agl_events.cli.context import AuthToken, settings
 from agl_events.server.client import experiment_url
 
 
@@ -23,6 +23,7 @@ def proxy(
     store_url: Annotated[str, typer.Option("--store-url", envvar="AGL_STORE_URL",
                                            help="The agl-events store server (it hands out sequence ids).")
                          ] = "http://127.0.0.1:4747",
+    auth_token: AuthToken = None,
     request_timeout: Annotated[float, typer.Option(help="Seconds a backend may take for one call.")] = 600.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
@@ -32,7 +33,7 @@ def proxy(
     from agl_events.llm.model_list import load_model_list
     from agl_events.llm.routing import ModelRouter
 
-    cfg = settings(ctx)
+    cfg = settings(ctx, auth_token)  # the proxy's calls to the store send its token
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     try:
         router = ModelRouter(load_model_list(model_list))

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, ask_store, settings
+from agl_events.cli.context import DEFAULT_STORE_URL, AuthToken, StoreUrl, ask_store, settings
 from agl_events.cli.export import export
 from agl_events.config import Settings
 from agl_events.log.clients import make_admin, make_consumer
@@ -45,8 +45,8 @@ Snapshots = Annotated[Path | None, typer.Option("--snapshots", help="Snapshot fo
 NoSnapshot = Annotated[bool, typer.Option("--no-snapshot", help="Fold from offset 0, ignoring snapshots.")]
 
 
-def _settings(ctx: typer.Context, experiment: str | None) -> Settings:
-    cfg = settings(ctx)
+def _settings(ctx: typer.Context, experiment: str | None, auth_token: str | None = None) -> Settings:
+    cfg = settings(ctx, auth_token)
     update: dict[str, object] = {"bootstrap": ensure_broker(cfg)}
     if experiment is not None:
         update["experiment"] = experiment
@@ -118,6 +118,7 @@ def _digest_table(rows: list[tuple[str, Digest]]) -> Table:
 
 @replay_app.command()
 def verify(ctx: typer.Context, experiment: Experiment = None, store_url: StoreUrl = DEFAULT_STORE_URL,
+           auth_token: AuthToken = None,
            view: Annotated[Path | None, typer.Option("--view", help="A rebuilt view (default: rebuild one now, "
                                                      "to the log's end).")] = None,
            snapshots: Snapshots = None, no_snapshot: NoSnapshot = False) -> None:
@@ -125,7 +126,7 @@ def verify(ctx: typer.Context, experiment: Experiment = None, store_url: StoreUr
 
     Exit status 0 when equal, 1 when they differ. Run it while the experiment is quiet: a live store that moves on
     during the comparison differs from any fixed rebuild."""
-    cfg, console = _settings(ctx, experiment), Console()
+    cfg, console = _settings(ctx, experiment, auth_token), Console()
     cfg.home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="agl-verify-", dir=cfg.home) as scratch:
         if view is None:
@@ -136,14 +137,14 @@ def verify(ctx: typer.Context, experiment: Experiment = None, store_url: StoreUr
         try:
             ours = asyncio.run(digest(rebuilt))
             url = experiment_url(store_url, cfg.experiment)
-            live = ask_store(url, digest, console)
+            live = ask_store(url, digest, console, cfg.store_token)
             console.print(_digest_table([(f"rebuilt {view}", ours), (f"live {url}", live)]))
             difference = ours.first_difference(live)
             if difference is None:
                 console.print(f"[green]equal[/]: {ours.value}")
                 return
             mine = asyncio.run(part_of(rebuilt, difference))
-            theirs = ask_store(url, lambda client: part_of(client, difference), console)
+            theirs = ask_store(url, lambda client: part_of(client, difference), console, cfg.store_token)
             where = first_field_difference(mine, theirs)
             console.print(f"[red]different[/]: first at {difference}" +
                           ("" if where is None else f", field {where[0]}: rebuilt {where[1]!r:.200} vs live "

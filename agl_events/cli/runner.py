@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import DEFAULT_STORE_URL, StoreUrl, settings
+from agl_events.cli.context import DEFAULT_STORE_URL, AuthToken, StoreUrl, settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
@@ -31,6 +31,7 @@ def runner(
                      ] = None,
     n: Annotated[int, typer.Option("-n", min=1, help="How many runner processes to start.")] = 1,
     store_url: StoreUrl = DEFAULT_STORE_URL,
+    auth_token: AuthToken = None,
     max_rollouts: Annotated[int | None, typer.Option(help="Each runner exits after this many rollouts.")] = None,
 ) -> None:
     """Start N runners; Ctrl-C (or `agl-events runner stop`) lets them finish their rollout and exit."""
@@ -42,7 +43,7 @@ def runner(
         load_agent(agent)  # fail here, with the reason, rather than in N child processes
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--agent") from exc
-    cfg = settings(ctx)
+    cfg = settings(ctx, auth_token)  # the runners send its token (settings travel to their processes)
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     config = RunnerConfig(settings=cfg, store_url=experiment_url(store_url, cfg.experiment), agent=agent,
                           max_rollouts=max_rollouts)

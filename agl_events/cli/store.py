@@ -10,10 +10,11 @@ from typing import Annotated
 import typer
 
 from agl_events.broker.local import ensure_broker
-from agl_events.cli.context import settings
+from agl_events.cli.context import AuthToken, settings
 from agl_events.replay.cut import CutSpec, parse_time
 from agl_events.replay.rebuild import rebuild
 from agl_events.server.app import DEFAULT_PORT, create_app, serve
+from agl_events.server.auth import AuthConfigError, AuthTokens, load_experiment_tokens
 from agl_events.store.base import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.readonly import ReadOnlyStore
@@ -38,9 +39,22 @@ def store(
     as_of_offsets: Annotated[Path | None, typer.Option("--as-of-offsets", exists=True, dir_okay=False,
                                                        help="With --read-only: as of these log offsets (JSON).")
                              ] = None,
+    auth_token: AuthToken = None,
+    auth_tokens: Annotated[Path | None, typer.Option(
+        "--auth-tokens", envvar="AGL_AUTH_TOKENS_FILE", exists=True, dir_okay=False,
+        help="Per-experiment bearer tokens: a JSON object {\"exp1\": \"token1\", ...}; the experiments it "
+             "names need their own token, the others --auth-token's.")] = None,
 ) -> None:
-    """Serve every experiment: the default one at the root, others under /experiments/<name>."""
-    cfg = settings(ctx)
+    """Serve every experiment: the default one at the root, others under /experiments/<name>.
+
+    With --auth-token or --auth-tokens every route but /health needs `Authorization: Bearer <token>` (or the
+    token as basic-auth password); /metrics and the OpenAPI pages need the global token, if there is one.
+    """
+    cfg = settings(ctx, auth_token)
+    try:
+        auth = AuthTokens(cfg.store_token, load_experiment_tokens(auth_tokens) if auth_tokens else {})
+    except AuthConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--auth-tokens") from exc
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     views_root = views or cfg.home / "views"
     try:
@@ -64,6 +78,8 @@ def store(
         return ReadOnlyStore.open(scratch / "view", remove_on_close=scratch)
 
     mode = "read-only, " if read_only else ""
+    secured = "" if not auth.enabled else ", bearer tokens required"
     typer.echo(f"agl-events store on http://{host}:{port} ({mode}Kafka {cfg.bootstrap_servers}, "
-               f"default experiment {cfg.experiment}, views in {views_root})")
-    serve(create_app(store_for, default_experiment=cfg.experiment), host=host, port=port, log_level=log_level)
+               f"default experiment {cfg.experiment}, views in {views_root}{secured})")
+    serve(create_app(store_for, default_experiment=cfg.experiment, auth=auth), host=host, port=port,
+          log_level=log_level)

@@ -47,7 +47,7 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
     """The app; its clients (store, Kafka producer, HTTP pool to the backends) live as long as it serves.
 
     `store_url` is the experiment's URL on the store server (what runners are given), `settings` say
-    where its Kafka log is.
+    where its Kafka log is and which token the store asks for.
     """
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,7 +56,7 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
         writer = EventWriter(settings.bootstrap_servers, settings.experiment,
                              AvroCodec.from_url(settings.schema_registry_url), producer_id=proxy_producer_id(),
                              **{"linger.ms": 0})
-        store = StoreClient(store_url)
+        store = StoreClient(store_url, auth_token=settings.store_token)
         http = httpx.AsyncClient(timeout=request_timeout, limits=httpx.Limits(max_connections=None,
                                                                               max_keepalive_connections=256))
         app.state.forwarder = Forwarder(router, SpanRecorder(store, writer), http)

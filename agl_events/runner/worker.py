@@ -77,7 +77,7 @@ class Runner:
         tracer = KafkaTracer(writer)
         queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id)
         StopWatcher(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, self.stop)
-        client = StoreClient(cfg.store_url)
+        client = StoreClient(cfg.store_url, auth_token=settings.store_token)
         beating = asyncio.create_task(self._heartbeats(client))
         try:
             while not self.stop.is_set():

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import Depends, FastAPI, Request
 
+from agl_events.server.auth import AuthMiddleware, AuthTokens
 from agl_events.server.errors import StoreErrorMiddleware
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores, StoreFactory
 from agl_events.server.metrics import HttpMetrics, MetricsMiddleware, StoreHealthCollector, create_metrics_router
@@ -32,12 +33,14 @@ logger = logging.getLogger("agl_events.server")
 
 
 def create_app(
-    store_for: StoreFactory, default_experiment: str = "default", *, metrics: HttpMetrics | None = None
+    store_for: StoreFactory, default_experiment: str = "default", *, metrics: HttpMetrics | None = None,
+    auth: AuthTokens | None = None,
 ) -> FastAPI:
     """Build the app. `store_for(name)` is awaited once per experiment, on that experiment's first request.
 
     `metrics` lets a caller share a Prometheus registry; by default the app gets a fresh one (with process
-    collectors), served at `/metrics`. Stores with a `close()` are closed when the app shuts down.
+    collectors), served at `/metrics`. Stores with a `close()` are closed when the app shuts down. `auth`
+    asks for bearer tokens (`server.auth`); without it every route is open.
     """
     experiments = ExperimentStores(store_for, default_experiment)
     metrics = metrics or HttpMetrics.with_default_collectors()
@@ -76,6 +79,8 @@ def create_app(
 
     # Last added is outermost: metrics see the status the error middleware produced.
     app.add_middleware(StoreErrorMiddleware)
+    if auth is not None and auth.enabled:  # inside metrics, so refused requests are counted too
+        app.add_middleware(AuthMiddleware, tokens=auth, default_experiment=experiments.default)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 

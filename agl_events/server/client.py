@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
@@ -32,15 +32,33 @@ def experiment_url(store_url: str, experiment: str) -> str:
     return f"{store_url.rstrip('/')}/experiments/{experiment}"
 
 
+def url_with_token(store_url: str, token: str, user: str = "agl") -> str:
+    """`store_url` carrying `token` as its basic-auth password, which the server accepts like a bearer token.
+
+    For Agent Lightning's `LightningStoreClient`, which cannot set headers: aiohttp sends a URL's credentials,
+    so `LightningStoreClient(url_with_token("http://host:4747/experiments/exp1", token))` works unchanged,
+    and so does its OTLP exporter (requests does the same). Mind that it logs its URL on retries.
+    """
+    parts = urlsplit(store_url)
+    netloc = f"{quote(user, safe='')}:{quote(token, safe='')}@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 class StoreUnavailableError(RuntimeError):
     """The store server cannot be reached or answered with a server error."""
 
 
+class StoreAuthError(StoreUnavailableError):
+    """The store server asks for a bearer token this client did not send, or refused the one it sent."""
+
+
 class StoreClient:
-    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 30.0, auth_token: str | None = None) -> None:
+        """`auth_token`: the bearer token the server asks for (`agl-events store --auth-token`), if any."""
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout
-        self._http = httpx.AsyncClient(base_url=f"{self.base_url}/v1/agl", timeout=timeout)
+        self._headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+        self._http = httpx.AsyncClient(base_url=f"{self.base_url}/v1/agl", timeout=timeout, headers=self._headers)
         self._blocking: httpx.Client | None = None  # only for `sequence_reserver`, made on first use
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -105,7 +123,8 @@ class StoreClient:
         """`next_span_sequence_id` for one attempt as a blocking call, for the tracer: it numbers a span inside
         `span.end()`, on whichever thread ends it, where no event loop can be awaited."""
         if self._blocking is None:
-            self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout)
+            self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout,
+                                          headers=self._headers)
         http, body = self._blocking, {"rollout_id": rollout_id, "attempt_id": attempt_id}
 
         def reserve() -> int:
@@ -142,7 +161,11 @@ class StoreClient:
 
 
 def _checked(response: httpx.Response, method: str, path: str) -> Any:
-    """The JSON of a successful answer; StoreUnavailableError for a server error, ValueError for a refusal."""
+    """The JSON of a successful answer; StoreUnavailableError for a server error (StoreAuthError for a missing
+    or wrong token), ValueError for a refusal."""
+    if response.status_code == 401:
+        raise StoreAuthError(f"the store refused {method} {path} ({response.json().get('detail', '401')}); "
+                             "set the store's token with --auth-token / AGL_AUTH_TOKEN")
     if response.status_code >= 500:
         raise StoreUnavailableError(f"store error {response.status_code} on {path}: {response.text[:300]}")
     if response.status_code >= 400:

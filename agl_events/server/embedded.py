@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from agl_events.config import Settings
 from agl_events.server.app import create_app, server_for
+from agl_events.server.auth import AuthTokens
 from agl_events.server.client import experiment_url
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.service import EventSourcedStore
@@ -33,15 +34,16 @@ def free_port(host: str = "127.0.0.1") -> int:
 async def embedded_store_server(settings: Settings, view_dir: Path, *, host: str = "127.0.0.1",
                                 port: int | None = None, scan_debounce_seconds: float = 10.0
                                 ) -> AsyncIterator[tuple[KafkaLightningStore, str]]:
-    """Yield (store, URL of its experiment on the server); both are closed on exit."""
+    """Yield (store, URL of its experiment on the server); both are closed on exit. With `settings.auth_token`
+    set the server asks for it (the Trainer's runners and proxy send it from the same settings)."""
     store = await KafkaLightningStore.open(settings, view_dir=view_dir, scan_debounce_seconds=scan_debounce_seconds)
-    async with serving(store, settings.experiment, host=host, port=port) as url:
+    async with serving(store, settings.experiment, host=host, port=port, auth=AuthTokens(settings.store_token)) as url:
         yield store, url
 
 
 @asynccontextmanager
-async def serving(store: S, experiment: str, *, host: str = "127.0.0.1", port: int | None = None
-                  ) -> AsyncIterator[str]:
+async def serving(store: S, experiment: str, *, host: str = "127.0.0.1", port: int | None = None,
+                  auth: AuthTokens | None = None) -> AsyncIterator[str]:
     """Serve `store` as `experiment` over HTTP in this event loop; yield its URL. Closes the store on exit."""
     async def store_for(name: str) -> S:
         if name != experiment:
@@ -49,7 +51,7 @@ async def serving(store: S, experiment: str, *, host: str = "127.0.0.1", port: i
         return store
 
     port = port or free_port(host)
-    server = server_for(create_app(store_for, experiment), host, port, log_level="warning")
+    server = server_for(create_app(store_for, experiment, auth=auth), host, port, log_level="warning")
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # the host program owns signals
     served = asyncio.create_task(server.serve())
     try:

@@ -21,6 +21,7 @@ import uvicorn
 
 from agl_events.config import Settings
 from agl_events.server import create_app
+from agl_events.server.auth import AuthTokens
 from agl_events.store.base import LightningStore
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -59,8 +60,8 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFor:
 class RunningServer:
     """A uvicorn server in a background thread (its own event loop), so tests may block or await freely."""
 
-    def __init__(self, store_for: StoreFor) -> None:
-        self.app = create_app(store_for)
+    def __init__(self, store_for: StoreFor, auth: AuthTokens | None = None) -> None:
+        self.app = create_app(store_for, auth=auth)
         # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets that say so, and without it
         # every keep-alive request pays a 40 ms Nagle / delayed-ACK stall.
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
