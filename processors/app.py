@@ -24,12 +24,14 @@ import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 from faust.types import TP, AppT
+from faust.types.auth import CredentialsT
 from faust.types.transports import ConsumerCallback, ConsumerT
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
+from agl_events.log.kafka_config import aiokafka_security, connection_config
 from processors.partition_views import PartitionStates, Position
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,19 @@ def positions_of(tps: Iterable[TP]) -> list[Position]:
     return [(tp.topic, tp.partition) for tp in tps]
 
 
+def faust_credentials(config: Mapping[str, str]) -> CredentialsT | None:
+    """The connection settings every agl-events client gets (`log.kafka_config`), as faust's credentials, so
+    the workers reach a secured cluster like the rest; None for PLAINTEXT."""
+    security = aiokafka_security(config)
+    protocol = security.get("security_protocol")
+    if protocol is None:
+        return None
+    if protocol == "SSL":
+        return faust.SSLCredentials(security["ssl_context"])
+    return faust.SASLCredentials(username=security["sasl_plain_username"], password=security["sasl_plain_password"],
+                                 ssl_context=security.get("ssl_context"), mechanism=security["sasl_mechanism"])
+
+
 def new_app(app_id: str, settings: Settings, data_dir: Path, web_port: int, states: PartitionStates[Any]
             ) -> faust.App:
     """A faust app (consumer group `app_id`) whose partitions seek to, and are kept in, `states`.
@@ -106,6 +121,7 @@ def new_app(app_id: str, settings: Settings, data_dir: Path, web_port: int, stat
     app = faust.App(
         app_id,
         broker=[f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")],
+        broker_credentials=faust_credentials(connection_config()),
         store="memory://",  # no tables: our state is in the per-partition folders, not faust's stores
         datadir=str(data_dir / "faust"),
         topic_replication_factor=1,  # single-node brokers; faust declares nothing anyway (below)

@@ -31,11 +31,11 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel
 
 from agl_events.broker.reach import require_reachable
 from agl_events.config import PROJECT_ROOT, Settings, data_dir
+from agl_events.log.clients import make_admin
 
 #: Where the Maven project, the configuration template and the log4j configuration live: deploy/kafka/
 #: in a checkout, agl_events/_kafka in an installed package.
@@ -404,7 +404,7 @@ def probe(bootstrap: str, timeout: float = 2.0, *, port: int | None = None) -> b
     """
     if port is not None and not _port_accepts(port):
         return False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = make_admin(bootstrap, log_level=0)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # KafkaException on timeout/transport errors: "not reachable"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import socket
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+
+from agl_events.log.clients import make_admin
 
 
 class KafkaUnreachableError(RuntimeError):
@@ -21,7 +22,7 @@ class KafkaUnreachableError(RuntimeError):
 def require_reachable(bootstrap: str, timeout: float) -> None:
     """Return once a broker at `bootstrap` answers a metadata request; raise KafkaUnreachableError after `timeout` s."""
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        admin = make_admin(bootstrap, log_level=0)
         if admin.list_topics(timeout=timeout).brokers:
             return
         why = "the cluster answered without brokers"

@@ -17,6 +17,7 @@ from rich.text import Text
 from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, probe
 from agl_events.cli.context import settings
 from agl_events.config import Settings
+from agl_events.log.kafka_config import connection_config, redacted
 
 #: `kafka status` exit code when the broker is not running (0 = running and answering).
 EXIT_NOT_RUNNING = 3
@@ -106,6 +107,8 @@ def status(ctx: typer.Context) -> None:
         reachable = probe(cfg.bootstrap_servers, timeout=5.0)
         style, verdict = ("green", "reachable") if reachable else ("red", "not reachable")
         _console().print(Text(f"remote cluster {cfg.bootstrap_servers}: {verdict}", style=style))
+        if shown := redacted(connection_config()):  # which settings were used, secrets hidden
+            _console().print(Text("connection settings: " + ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))))
         raise typer.Exit(0 if reachable else EXIT_NOT_RUNNING)
     broker_status = _guarded(LocalBroker(cfg).status)
     _print_status(broker_status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from typer.core import TyperGroup
 from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.apo import apo_app
 from agl_events.cli.bench import bench
+from agl_events.cli.chaos import chaos
 from agl_events.cli.demo import demo
 from agl_events.cli.dlq import dlq_app
 from agl_events.cli.experiments import experiments_app
@@ -25,6 +27,7 @@ from agl_events.cli.schemas import schemas_app
 from agl_events.cli.store import store
 from agl_events.cli.topics import topics_app
 from agl_events.config import Settings
+from agl_events.log.kafka_config import CONFIG_FILE_ENV, KafkaConfigError, connection_config
 
 
 class _Commands(TyperGroup):
@@ -56,6 +59,7 @@ app.add_typer(replay_app, name="replay")
 app.add_typer(dlq_app, name="dlq")
 app.command()(demo)
 app.command()(bench)
+app.command()(chaos)
 app.command()(store)
 app.command()(processor)
 app.command()(samples)
@@ -86,7 +90,19 @@ def main(
     home: Annotated[
         Path | None, typer.Option("--home", envvar="AGL_HOME", help="Where local broker data and logs live.")
     ] = None,
+    kafka_config: Annotated[
+        Path | None,
+        typer.Option("--kafka-config", envvar=CONFIG_FILE_ENV, dir_okay=False,
+                     help="Kafka connection settings for every client (SASL, SSL): a .properties file or a JSON "
+                          "object of librdkafka settings; single ones also as AGL_KAFKA_CONF_<NAME> variables."),
+    ] = None,
 ) -> None:
+    if kafka_config is not None:  # the environment carries it to every client, spawned runners and workers too
+        os.environ[CONFIG_FILE_ENV] = str(kafka_config.resolve())
+    try:
+        connection_config()  # a broken file or variable is one line now, not an error deep in a client
+    except KafkaConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--kafka-config") from exc
     try:
         ctx.obj = Settings.from_env(
             bootstrap=bootstrap, experiment=experiment, schema_registry_url=schema_registry, home=home,

@@ -1,12 +1,18 @@
-"""The one place that configures confluent-kafka clients, so durability settings cannot drift."""
+"""The one place that configures confluent-kafka clients, so durability settings cannot drift.
+
+Every client also gets this process's connection settings (`log.kafka_config`: SASL, SSL, ...). They go
+underneath ours: a setting agl-events relies on (acks, idempotence, isolation, group ids) keeps its value
+whatever the file says, and a call site's overrides win over both.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient
 
+from agl_events.log.kafka_config import connection_config
 from agl_events.topics import MESSAGE_MAX_BYTES
 
 
@@ -17,6 +23,7 @@ def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[st
     compressible JSON-like text; they trade a few milliseconds for several times the throughput.
     """
     return {
+        **connection_config(),
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
         "acks": "all",
@@ -34,6 +41,7 @@ def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[st
 def consumer_config(bootstrap: str, group_id: str | None, **overrides: Any) -> dict[str, Any]:
     """A consumer that reads only committed data and never commits behind the caller's back."""
     return {
+        **connection_config(),
         "bootstrap.servers": bootstrap,
         "group.id": group_id or "agl-events-reader",
         "enable.auto.commit": False,
@@ -45,6 +53,15 @@ def consumer_config(bootstrap: str, group_id: str | None, **overrides: Any) -> d
     }
 
 
+def admin_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+    return {**connection_config(), "bootstrap.servers": bootstrap, "log_level": 4, **overrides}
+
+
+def share_consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
+    """A share-group (KIP-932) member: no offsets of its own, so only the connection and the group."""
+    return {**connection_config(), "bootstrap.servers": bootstrap, "group.id": group_id, **overrides}
+
+
 def make_producer(bootstrap: str, client_id: str, **overrides: Any) -> Producer:
     return Producer(producer_config(bootstrap, client_id, **overrides))
 
@@ -53,5 +70,9 @@ def make_consumer(bootstrap: str, group_id: str | None = None, **overrides: Any)
     return Consumer(consumer_config(bootstrap, group_id, **overrides))
 
 
-def make_admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+def make_share_consumer(bootstrap: str, group_id: str, **overrides: Any) -> ShareConsumer:
+    return ShareConsumer(share_consumer_config(bootstrap, group_id, **overrides))
+
+
+def make_admin(bootstrap: str, **overrides: Any) -> AdminClient:
+    return AdminClient(admin_config(bootstrap, **overrides))

@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Boolean, Int16, Int32, Int64, Schema, String
 
+from agl_events.log.kafka_config import aiokafka_security, connection_config
 from agl_events.log.records import Position
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ def partition_sizes(bootstrap: str, partitions: Iterable[Position], timeout: flo
 async def _ask_every_broker(bootstrap: str, topics: list[tuple[str, list[int]]], timeout: float
                             ) -> dict[Position, int]:
     """Each broker reports the replicas it holds; a partition's size is its largest replica's."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000),
+                            **aiokafka_security(connection_config()))
     try:
         await client.bootstrap()
         sizes: dict[Position, int] = {}

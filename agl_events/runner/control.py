@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, TopicPartition
 
 from agl_events.events.codec import AvroCodec, CodecError
+from agl_events.log.clients import make_consumer
 from agl_events.log.records import NewEvent, event
 from agl_events.topics import Topic, topic_name
 
@@ -23,8 +24,7 @@ class StopWatcher:
         self._codec = codec
         self._runner_id = runner_id
         self._stop = stop
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"agl-stop-{runner_id}",
-                                   "enable.auto.commit": False})
+        self._consumer = make_consumer(bootstrap, f"agl-stop-{runner_id}")
         topic = topic_name(experiment, Topic.CONTROL)
         partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
         self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])

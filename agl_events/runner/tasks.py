@@ -14,10 +14,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaException, Message
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from agl_events.events.codec import AvroCodec, CodecError
+from agl_events.log.clients import make_admin, make_share_consumer
 from agl_events.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
@@ -59,10 +60,10 @@ class Task:
 class TaskQueue:
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, runner_id: str) -> None:
         self.codec = codec
-        configure_share_group(AdminClient({"bootstrap.servers": bootstrap}), share_group(experiment))
-        self._consumer = ShareConsumer({
-            "bootstrap.servers": bootstrap, "group.id": share_group(experiment), "client.id": runner_id,
-            "share.acknowledgement.mode": "explicit", "max.poll.records": 1, "fetch.wait.max.ms": 500,
+        configure_share_group(make_admin(bootstrap), share_group(experiment))
+        self._consumer = make_share_consumer(bootstrap, share_group(experiment), **{
+            "client.id": runner_id, "share.acknowledgement.mode": "explicit", "max.poll.records": 1,
+            "fetch.wait.max.ms": 500,
             "log_level": 3,  # the client warns that share consumers are a preview on every start
         })
         self._topic = topic_name(experiment, Topic.TASKS)
