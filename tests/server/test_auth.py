@@ -5,7 +5,10 @@ runner processes all get in with the right one."""
 from __future__ import annotations
 
 import base64
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -151,6 +154,25 @@ async def test_our_client_sends_the_token(secured: RunningServer) -> None:
     finally:
         await client.close()
         await anonymous.close()
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_produce_via_the_store_sends_the_token(secured: RunningServer, tmp_path: Path, how: str) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"input": {"q": 1}}\n{"input": {"q": 2}}\n')
+    command = [sys.executable, "-m", "agl_events", "--experiment", "exp1", "produce", "tasks", str(tasks),
+               "--via-store", "--store-url", secured.url]
+    environ = {k: v for k, v in os.environ.items() if k != "AGL_AUTH_TOKEN"}
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60, env=environ)
+    assert refused.returncode == 2 and "the store refused" in refused.stdout + refused.stderr, refused.stderr
+    if how == "option":
+        command += ["--auth-token", TOKEN_1]
+    else:
+        environ["AGL_AUTH_TOKEN"] = TOKEN_1
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=environ)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rollouts = httpx.get(f"{secured.url}/experiments/exp1/v1/agl/rollouts", headers=_bearer(TOKEN_1)).json()
+    assert sorted(r["input"]["q"] for r in rollouts["items"]) == [1, 2]
 
 
 async def test_upstream_client_with_the_token_in_its_url(secured: RunningServer) -> None:
