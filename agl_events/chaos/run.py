@@ -1,0 +1,383 @@
+"""A chaos run: a deployment on a broker of its own, a workload through it, SIGKILLs and a broker restart along
+the way, then the checks (`chaos.checks`), a rebuild from the log and the processor's views compared with it.
+
+The deployment is what a user runs: `agl-events store` (a process, restarted on the same views folder after
+each kill, as a supervisor would), one `processors.views` worker (restarted on the same data folder), runner
+processes (a killed one is replaced by a new one, as a scaled deployment would) and a single-node broker of
+the run's own (stopped cleanly and started again once: its ports and files are the run's, so the user's broker
+is never touched). Rollouts retry an attempt that went unresponsive (its runner was killed) or failed (its
+store went away mid-call), up to `max_attempts`.
+
+Kills are spread over the workload by progress, not time: kill k lands when k/(kills+1) of the rollouts have
+finished, and the broker restart halfway, so a run on a slower machine still kills mid-work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+from agl_events.broker.local import LocalBroker
+from agl_events.chaos.agent import SPANS_PER_ATTEMPT
+from agl_events.chaos.checks import TERMINAL, Findings, check
+from agl_events.config import Settings
+from agl_events.log.admin import create_topics
+from agl_events.log.clients import make_admin
+from agl_events.reducers import keys
+from agl_events.replay.digest import digest
+from agl_events.replay.rebuild import rebuild
+from agl_events.runner.pool import RunnerPool
+from agl_events.runner.worker import RunnerConfig
+from agl_events.server.client import StoreClient
+from agl_events.store.readonly import ReadOnlyStore
+from agl_events.views.rocks import RocksKV
+from processors.background import WorkerProcess, free_port
+from processors.partition_views import summed_counts
+
+AGENT = "agl_events.chaos.agent:chaos_agent"
+#: Seconds without a heartbeat or span after which the store's watchdog declares an attempt unresponsive.
+UNRESPONSIVE_SECONDS = 3.0
+Say = Callable[[str], None]
+
+
+class ChaosConfig(BaseModel):
+    """What a run does."""
+
+    rollouts: int = Field(300, ge=1)
+    runners: int = Field(3, ge=1)
+    kills: int = Field(5, ge=0)
+    broker_restarts: int = Field(1, ge=0, le=1)
+    step_seconds: float = Field(0.05, ge=0, description="seconds each of the agent's traced steps takes")
+    max_attempts: int = Field(6, ge=1)
+    seed: int = 0
+    timeout: float = Field(900.0, gt=0, description="seconds to wait for every rollout to finish")
+    home: Path = Field(description="the run's folder: broker files, views, logs (deleted at the start)")
+
+
+class ChaosReport(BaseModel):
+    """What a run did and found; the first eight fields are the JSON last line's."""
+
+    rollouts: int
+    kills: int
+    broker_restarts: int
+    lost: int
+    duplicated: int
+    non_terminal: int
+    gaps: int
+    seconds: float
+    kills_by_target: dict[str, int]
+    restarts_after_crash: dict[str, int]
+    statuses: dict[str, int]
+    attempts: int
+    spans: int
+    rebuild_equal: bool
+    processor_equal: bool
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return (self.lost, self.duplicated, self.non_terminal, self.gaps) == (0, 0, 0, 0) and self.rebuild_equal \
+            and self.processor_equal
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump(include={"rollouts", "kills", "broker_restarts", "lost", "duplicated",
+                                        "non_terminal", "seconds"})
+
+
+class StoreProcess:
+    """`agl-events store` in a child process on a fixed port and views folder, so a restart serves the same."""
+
+    def __init__(self, settings: Settings, views: Path, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._command = [sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
+                         "--experiment", settings.experiment, "--home", str(settings.home), "store", "--port",
+                         str(self.port), "--views", str(views), "--log-level", "warning"]
+        self._log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120.0) -> None:
+        with self._log.open("ab") as out:
+            self.process = subprocess.Popen(self._command, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:  # statistics touches the store: it answers once the view has caught up
+                if httpx.get(f"{self.url}/v1/agl/statistics", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:  # it could not start (the broker is restarting): try again
+                with self._log.open("ab") as out:
+                    self.process = subprocess.Popen(self._command, stdout=out, stderr=subprocess.STDOUT)
+            time.sleep(0.2)
+        raise TimeoutError(f"the store did not come up within {timeout} s; see {self._log}")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Deployment:
+    """The processes of the run, each restartable; what was killed or restarted is counted."""
+
+    def __init__(self, settings: Settings, config: ChaosConfig, say: Say) -> None:
+        self.settings, self.config, self.say = settings, config, say
+        self.logs = config.home / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.store = StoreProcess(settings, config.home / "views", self.logs / "store.log")
+        self._processor_port = free_port()
+        self.processor: WorkerProcess | None = None
+        self.runners: list[BaseProcess] = []
+        self._generation = 0
+        self.kills: Counter[str] = Counter()
+        self.crash_restarts: Counter[str] = Counter()
+
+    def start(self) -> None:
+        self.store.start()
+        self._start_processor()
+        for _ in range(self.config.runners):
+            self._start_runner()
+
+    def _start_processor(self) -> None:
+        self.processor = WorkerProcess(self.settings, "processors.views",
+                                       ["--data-dir", str(self.config.home / "processor"), "--loglevel", "warning"],
+                                       self.logs / "processor.log", web_port=self._processor_port)
+
+    def _start_runner(self) -> None:
+        self._generation += 1
+        name = f"chaos-runner-{self._generation}"
+        pool = RunnerPool(RunnerConfig(settings=self.settings, store_url=self.store.url, agent=AGENT), 1, name=name)
+        with _output_to(self.logs / f"{name}.log"):  # a spawned child writes where its parent's fds 1 and 2 point
+            pool.start()
+        self.runners += pool.processes
+
+    def kill(self, target: str, rng: random.Random) -> None:
+        """SIGKILL one process of `target` (store, processor, runner) and start its replacement."""
+        self.kills[target] += 1
+        if target == "store":
+            self.store.kill()
+            self.store.start()
+        elif target == "processor":
+            assert self.processor is not None
+            self.processor.stop(signal.SIGKILL)
+            self._start_processor()
+        else:
+            victim = rng.choice([p for p in self.runners if p.is_alive()])
+            victim.kill()
+            victim.join(10)
+            self.runners.remove(victim)
+            self._start_runner()
+        self.say(f"killed the {target} (SIGKILL) and started it again")
+
+    def heal(self) -> None:
+        """Start again whatever died on its own (a store or processor that lost the broker, say)."""
+        if not self.store.alive():
+            self.crash_restarts["store"] += 1
+            self.say("the store had exited: starting it again")
+            self.store.start()
+        if self.processor is not None and not self.processor.alive():
+            self.crash_restarts["processor"] += 1
+            self.say("the processor had exited: starting it again")
+            self.processor.stop()
+            self._start_processor()
+        for dead in [p for p in self.runners if not p.is_alive()]:
+            self.crash_restarts["runner"] += 1
+            self.runners.remove(dead)
+            self._start_runner()
+
+    def stop(self) -> None:
+        for process in self.runners:
+            if process.is_alive():
+                process.terminate()
+        for process in self.runners:
+            process.join(15)
+            if process.is_alive():
+                process.kill()
+        if self.processor is not None:
+            self.processor.stop()
+        self.store.stop()
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr at `log` while children are started, then back."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with log.open("ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
+def _finished(store_url: str) -> int | None:
+    """How many rollouts are terminal now, or None while the store does not answer."""
+    try:
+        response = httpx.get(f"{store_url}/v1/agl/rollouts", timeout=10,
+                             params=[("status_in", s) for s in sorted(TERMINAL)] + [("limit", "1")])
+        return int(response.json()["total"]) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+
+
+def _enqueue(store_url: str, config: ChaosConfig) -> list[str]:
+    """Enqueue the workload in batches; returns the acknowledged rollout ids."""
+    rollout_config = {"unresponsive_seconds": UNRESPONSIVE_SECONDS, "max_attempts": config.max_attempts,
+                      "retry_condition": ["unresponsive", "timeout", "failed"]}
+    ids: list[str] = []
+    for first in range(0, config.rollouts, 50):
+        batch = [{"input": {"i": i, "step_seconds": config.step_seconds}, "config": rollout_config}
+                 for i in range(first, min(first + 50, config.rollouts))]
+        response = httpx.post(f"{store_url}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch}, timeout=60)
+        response.raise_for_status()
+        ids += [r["rollout_id"] for r in response.json()]
+    return ids
+
+
+def _plan(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
+    """(fraction of rollouts finished, what to do) for each kill and the broker restart, in order."""
+    targets = ["store", "processor", "runner"] * (config.kills // 3 + 1)
+    chosen = targets[:3] + rng.sample(targets[3:], max(0, config.kills - 3)) if config.kills >= 3 else \
+        targets[:config.kills]
+    rng.shuffle(chosen)
+    plan = [((k + 1) / (config.kills + 2), target) for k, target in enumerate(chosen)]
+    plan += [((config.kills // 2 + 1.5) / (config.kills + 2), "broker")] * config.broker_restarts  # between kills
+    return sorted(plan)
+
+
+async def _store_contents(url: str) -> tuple[list[Any], dict[str, Any], dict[str, Any], str]:
+    client = StoreClient(url)
+    try:
+        rollouts = await client.query_rollouts()
+        attempts = {r.rollout_id: await client.query_attempts(r.rollout_id) for r in rollouts}
+        spans = {r.rollout_id: await client.query_spans(r.rollout_id) for r in rollouts}
+        return rollouts, attempts, spans, (await digest(client)).value
+    finally:
+        await client.close()
+
+
+async def _rebuilt_digest(view: Path) -> str:
+    store = ReadOnlyStore.open(view)
+    try:
+        return (await digest(store)).value
+    finally:
+        await store.close()
+
+
+def _processor_matches(processor: WorkerProcess, view: Path, rollout_ids: list[str], problems: list[str],
+                       timeout: float = 120.0) -> bool:
+    """Once the processor has folded the whole log: its counts and each rollout as the rebuilt view has them."""
+    rebuilt = RocksKV(view)
+    try:
+        expected = {f"n/{name}": rebuilt.get(keys.count(name)) or 0
+                    for name in ("rollouts", "attempts", "spans", "resources", "workers")}
+        deadline, counts = time.monotonic() + timeout, {}
+        while time.monotonic() < deadline:
+            try:
+                counts = summed_counts(httpx.get(f"{processor.url}/views/stats", timeout=10).json()["partitions"])
+            except (httpx.HTTPError, ValueError, KeyError):
+                counts = {}
+            if all(counts.get(k, 0) == v for k, v in expected.items()):
+                break
+            time.sleep(0.5)
+        else:
+            problems.append(f"processor counts {counts} never reached the rebuilt view's {expected}")
+            return False
+        for rid in rollout_ids:
+            held = httpx.get(f"{processor.url}/views/rollouts/{rid}", timeout=10)
+            if held.status_code != 200 or held.json() != rebuilt.get(keys.rollout(rid)):
+                problems.append(f"processor's rollout {rid} differs from the rebuilt view's")
+                return False
+        return True
+    finally:
+        rebuilt.close()
+
+
+def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
+    """Run the workload under kills, then check; the deployment and the broker are stopped at the end."""
+    started, rng = time.monotonic(), random.Random(config.seed)
+    shutil.rmtree(config.home, ignore_errors=True)
+    config.home.mkdir(parents=True)
+    settings = Settings(home=config.home, local_port=free_port(), local_controller_port=free_port(),
+                        experiment="chaos", bootstrap=None)
+    broker = LocalBroker(settings)
+    broker.start(timeout=120)
+    settings = settings.model_copy(update={"bootstrap": broker.bootstrap})
+    create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
+    deployment = Deployment(settings, config, say)
+    restarts, problems = 0, []
+    try:
+        deployment.start()
+        enqueued = _enqueue(deployment.store.url, config)
+        say(f"enqueued {len(enqueued)} rollouts on {config.runners} runners")
+        plan, deadline = _plan(config, rng), time.monotonic() + config.timeout
+        while time.monotonic() < deadline:
+            done = _finished(deployment.store.url)
+            if done is not None and plan and done >= plan[0][0] * config.rollouts:
+                _, action = plan.pop(0)
+                if action == "broker":
+                    say(f"restarting the broker ({done} of {config.rollouts} rollouts finished)")
+                    broker.stop()
+                    broker.start(timeout=120)
+                    restarts += 1
+                else:
+                    deployment.kill(action, rng)
+            if done is not None and done >= config.rollouts and not plan:
+                break
+            deployment.heal()
+            time.sleep(0.25)
+        say("checking")
+        rollouts, attempts, spans, live = asyncio.run(_store_contents(deployment.store.url))
+        findings: Findings = check(enqueued, rollouts, attempts, spans, SPANS_PER_ATTEMPT)
+        problems += findings.lost + findings.duplicated + findings.non_terminal + findings.gaps
+        rebuilt = rebuild(settings, config.home / "rebuilt")
+        rebuild_equal = asyncio.run(_rebuilt_digest(rebuilt.path)) == live
+        if not rebuild_equal:
+            problems.append("the live store's digest differs from a rebuild from offset 0")
+        assert deployment.processor is not None
+        processor_equal = _processor_matches(deployment.processor, rebuilt.path, enqueued, problems)
+    finally:
+        deployment.stop()
+        broker.stop()
+    return ChaosReport(rollouts=len(enqueued), kills=sum(deployment.kills.values()), broker_restarts=restarts,
+                       lost=len(findings.lost), duplicated=len(findings.duplicated),
+                       non_terminal=len(findings.non_terminal), gaps=len(findings.gaps),
+                       seconds=round(time.monotonic() - started, 1), kills_by_target=dict(deployment.kills),
+                       restarts_after_crash=dict(deployment.crash_restarts),
+                       statuses=dict(Counter(r.status for r in rollouts)),
+                       attempts=sum(len(a) for a in attempts.values()), spans=sum(len(s) for s in spans.values()),
+                       rebuild_equal=rebuild_equal, processor_equal=processor_equal, problems=problems[:20])
