@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -34,6 +35,10 @@ from agl_events.tracer import KafkaTracer
 from agl_events.types import AttemptedRollout, Claim, ProxyLLM, ResourcesUpdate
 
 log = logging.getLogger(__name__)
+
+
+#: How long a runner keeps trying to report a rollout's end while the store does not answer (`Runner._report`).
+REPORT_PATIENCE_SECONDS = 60.0
 
 
 class RunnerConfig(BaseModel):
@@ -83,7 +88,10 @@ class Runner:
             while not self.stop.is_set():
                 task = await asyncio.to_thread(queue.next_task, cfg.poll_timeout)
                 if task is not None:
-                    await self._handle(task, queue, client, tracer)
+                    try:
+                        await self._handle(task, queue, client, tracer)
+                    except StoreUnavailableError as exc:  # e.g. resources not fetched: the watchdog retries it
+                        log.error("task %s abandoned, the store is unreachable: %s", task.rollout_id, exc)
                 if cfg.max_rollouts is not None and self.completed >= cfg.max_rollouts:
                     break
         finally:
@@ -156,10 +164,30 @@ class Runner:
             log.debug("traceback", exc_info=True)
             status = "failed"
         if proxied:  # the proxy's spans may lie past the tracer's: the store folds to where the partitions end
-            await client.update_attempt(rid, aid, status=status)
+            finished = await self._report(rid, lambda: client.update_attempt(rid, aid, status=status))
         else:  # the store records the finish once its view has read the spans up to where the tracer says
-            await client.finish_attempt(rid, aid, status, tracer.spans_through())
-        self.completed += 1
+            through = tracer.spans_through()
+            finished = await self._report(rid, lambda: client.finish_attempt(rid, aid, status, through))
+        self.completed += finished
+
+    async def _report(self, rid: str, call: Callable[[], Awaitable[Any]]) -> bool:
+        """Report a rollout's end, riding through a store restart (it catches up in seconds): retried with
+        doubling waits for `REPORT_PATIENCE_SECONDS`. Reporting twice is harmless (the second sets the status it
+        already has). Past that, or when asked to stop, the attempt is left to the store's watchdog, which
+        declares it unresponsive and retries it as the rollout's config says; the runner goes on either way."""
+        delay, deadline = 0.5, time.monotonic() + REPORT_PATIENCE_SECONDS
+        while True:
+            try:
+                await call()
+                return True
+            except StoreUnavailableError as exc:
+                if self.stop.is_set() or time.monotonic() + delay > deadline:
+                    log.error("rollout %s: could not report its end (%s); the store's watchdog will retry it",
+                              rid, exc)
+                    return False
+                log.warning("rollout %s: cannot report its end yet (%s); again in %.1f s", rid, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _call_agent(self, rollout: AttemptedRollout, resources: dict[str, Any]) -> Any:
         """Async agents run on the runner's loop; sync ones on a thread, so heartbeats and stop keep working."""

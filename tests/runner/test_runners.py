@@ -9,6 +9,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
+
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
@@ -19,6 +21,7 @@ from agl_events.server.embedded import embedded_store_server
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent
+from tests.server.server_process import Server
 
 
 async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:
@@ -114,3 +117,36 @@ async def test_cooperative_stop_ends_every_runner(settings: Settings, tmp_path: 
         print(f"runners stopped {time.monotonic() - started:.1f} s after the stop event")
         assert [p.exitcode for p in pool.processes] == [0, 0, 0]
         pool.stop(grace=1)
+
+
+async def test_a_runner_rides_through_a_store_restart_and_reports_its_rollout(settings: Settings,
+                                                                             tmp_path: Path) -> None:
+    """The store is killed while the agent works and is back a moment later: the runner's report of the end
+    is retried until it lands, so the rollout succeeds on its one attempt and the runner lives on."""
+    server = Server(settings, tmp_path / "views", tmp_path / "store.log")
+    server.start()
+    pool = RunnerPool(RunnerConfig(settings=settings, store_url=f"http://127.0.0.1:{server.port}", agent="x"), 1,
+                      agent=SlowOrFast())
+    pool.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.base, timeout=30) as http:
+            enqueued = await http.post("/queues/rollouts/enqueue", json={"rollouts": [{"input": {"sleep": 2}}]})
+            rid = enqueued.json()[0]["rollout_id"]
+            for _ in range(300):  # until the runner has claimed it and the agent sleeps
+                if (await http.get(f"/rollouts/{rid}")).json()["status"] in ("preparing", "running"):
+                    break
+                await asyncio.sleep(0.1)
+            server.kill9()
+            await asyncio.sleep(4.0)  # longer than the agent's sleep: its end is reported while the store is down
+            server.start()
+            for _ in range(300):
+                rollout = (await http.get(f"/rollouts/{rid}")).json()
+                if rollout["status"] == "succeeded":
+                    break
+                await asyncio.sleep(0.2)
+            attempts = (await http.get(f"/rollouts/{rid}/attempts")).json()["items"]
+        assert rollout["status"] == "succeeded" and [a["status"] for a in attempts] == ["succeeded"]
+        assert pool.alive() == pool.processes
+    finally:
+        pool.stop(grace=5)
+        server.stop()
