@@ -15,7 +15,9 @@ after the last batch it wrote. faust still commits offsets as it acks; they only
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.kafka_config import aiokafka_security, connection_config
+from agl_events.topics import LAYOUT
 from processors.partition_views import PartitionStates, Position
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,9 @@ BATCH_WITHIN = 0.2
 #: Session timeout (s): how long a worker killed with -9 keeps its partitions before the group moves
 #: them. Heartbeats come from aiokafka's own thread, so a busy fold does not count against it.
 SESSION_TIMEOUT = 10.0
+#: Seconds a worker assigned nothing waits for a rebalance before it looks at its whole group (see
+#: `_exit_if_the_group_holds_nothing`).
+EMPTY_ASSIGNMENT_GRACE = 15.0
 
 
 class PositionedConsumer(AIOKafkaConsumer):
@@ -139,6 +145,8 @@ def new_app(app_id: str, settings: Settings, data_dir: Path, web_port: int, stat
     # Before anything touches app.transport (app.topic builds the conductor, which builds it).
     app.transport = PositionedTransport(app.conf.broker_consumer, app, states)
 
+    checks: set[asyncio.Future[None]] = set()  # pending looks at an empty assignment (kept from the collector)
+
     @app.on_partitions_revoked.connect
     async def on_revoked(sender: AppT, revoked: set[TP], **_: Any) -> None:
         """Close the folders of partitions given up, so their next owner can open them."""
@@ -149,8 +157,41 @@ def new_app(app_id: str, settings: Settings, data_dir: Path, web_port: int, stat
         """Record the new assignment; the seek to stored positions follows in `seek_to_committed`."""
         states.assign(positions_of(assigned))
         log.info("assigned %d partitions: %s", len(assigned), sorted(positions_of(assigned)))
+        if not assigned:
+            check = asyncio.ensure_future(_exit_if_the_group_holds_nothing(app_id, settings, states))
+            checks.add(check)
+            check.add_done_callback(checks.discard)
 
     return app
+
+
+async def _exit_if_the_group_holds_nothing(group: str, settings: Settings, states: PartitionStates[Any]) -> None:
+    """End the worker (status 1, as a crash) when, `EMPTY_ASSIGNMENT_GRACE` after it was assigned nothing, it
+    still holds nothing, no member of its group holds anything, and the experiment's topics have partitions.
+
+    That is the state a rebalance during a broker restart leaves: the group leader's assignor ran on metadata
+    that listed the topics without partitions ("Ignoring missing topic"), assigned nothing, and nothing makes
+    it assign again, so the views stop following the log, silently (found by `agl-events chaos`). A restarted
+    worker waits for the topics' leaders before it joins (`create_topics`). A worker that is merely one too
+    many for the partitions is left alone: the others hold them."""
+    await asyncio.sleep(EMPTY_ASSIGNMENT_GRACE)
+    if states.assigned or not await asyncio.to_thread(_group_holds_nothing, group, settings):
+        return
+    log.critical("consumer group %s holds no partition of %s's topics although they have partitions (a "
+                 "rebalance during a broker restart); exiting with status 1 for a supervisor to restart this "
+                 "worker", group, settings.experiment)
+    logging.shutdown()
+    os._exit(1)
+
+
+def _group_holds_nothing(group: str, settings: Settings, timeout: float = 10.0) -> bool:
+    admin = make_admin(settings.bootstrap_servers)
+    names = [spec.name(settings.experiment) for spec in LAYOUT]
+    topics = admin.list_topics(timeout=timeout).topics
+    if not all(name in topics and topics[name].partitions for name in names):
+        return False
+    [described] = admin.describe_consumer_groups([group], request_timeout=timeout).values()
+    return not any(member.assignment.topic_partitions for member in described.result(timeout).members)
 
 
 def run_worker(settings: Settings, data_dir: Path, build: Callable[[], faust.App], loglevel: str) -> None:

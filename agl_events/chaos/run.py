@@ -154,6 +154,7 @@ class Deployment:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.store = StoreProcess(settings, config.home / "views", self.logs / "store.log")
         self._processor_port = free_port()
+        self.processor_url = f"http://127.0.0.1:{self._processor_port}"
         self.processor: WorkerProcess | None = None
         self.runners: list[BaseProcess] = []
         self._generation = 0
@@ -244,6 +245,10 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(fd)
 
 
+def _stamped(say: Say, started: float) -> Say:
+    return lambda line: say(f"{time.monotonic() - started:6.1f} s  {line}")
+
+
 def _finished(store_url: str) -> int | None:
     """How many rollouts are terminal now, or None while the store does not answer."""
     try:
@@ -298,17 +303,20 @@ async def _rebuilt_digest(view: Path) -> str:
         await store.close()
 
 
-def _processor_matches(processor: WorkerProcess, view: Path, rollout_ids: list[str], problems: list[str],
+def _processor_matches(deployment: Deployment, view: Path, rollout_ids: list[str], problems: list[str],
                        timeout: float = 120.0) -> bool:
-    """Once the processor has folded the whole log: its counts and each rollout as the rebuilt view has them."""
+    """Once the processor has folded the whole log: its counts and each rollout as the rebuilt view has them.
+    It may still be restarting (it exits on a group left with no partitions): it is healed while waited for."""
     rebuilt = RocksKV(view)
     try:
         expected = {f"n/{name}": rebuilt.get(keys.count(name)) or 0
                     for name in ("rollouts", "attempts", "spans", "resources", "workers")}
         deadline, counts = time.monotonic() + timeout, {}
         while time.monotonic() < deadline:
+            deployment.heal()
             try:
-                counts = summed_counts(httpx.get(f"{processor.url}/views/stats", timeout=10).json()["partitions"])
+                counts = summed_counts(httpx.get(f"{deployment.processor_url}/views/stats",
+                                                 timeout=10).json()["partitions"])
             except (httpx.HTTPError, ValueError, KeyError):
                 counts = {}
             if all(counts.get(k, 0) == v for k, v in expected.items()):
@@ -318,7 +326,7 @@ def _processor_matches(processor: WorkerProcess, view: Path, rollout_ids: list[s
             problems.append(f"processor counts {counts} never reached the rebuilt view's {expected}")
             return False
         for rid in rollout_ids:
-            held = httpx.get(f"{processor.url}/views/rollouts/{rid}", timeout=10)
+            held = httpx.get(f"{deployment.processor_url}/views/rollouts/{rid}", timeout=10)
             if held.status_code != 200 or held.json() != rebuilt.get(keys.rollout(rid)):
                 problems.append(f"processor's rollout {rid} differs from the rebuilt view's")
                 return False
@@ -330,6 +338,7 @@ def _processor_matches(processor: WorkerProcess, view: Path, rollout_ids: list[s
 def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
     """Run the workload under kills, then check; the deployment and the broker are stopped at the end."""
     started, rng = time.monotonic(), random.Random(config.seed)
+    say = _stamped(say, started)
     shutil.rmtree(config.home, ignore_errors=True)
     config.home.mkdir(parents=True)
     settings = Settings(home=config.home, local_port=free_port(), local_controller_port=free_port(),
@@ -368,8 +377,7 @@ def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
         rebuild_equal = asyncio.run(_rebuilt_digest(rebuilt.path)) == live
         if not rebuild_equal:
             problems.append("the live store's digest differs from a rebuild from offset 0")
-        assert deployment.processor is not None
-        processor_equal = _processor_matches(deployment.processor, rebuilt.path, enqueued, problems)
+        processor_equal = _processor_matches(deployment, rebuilt.path, enqueued, problems)
     finally:
         deployment.stop()
         broker.stop()

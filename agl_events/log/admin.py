@@ -22,23 +22,24 @@ def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0) ->
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [spec for spec in LAYOUT if spec.name(experiment) not in existing]
     result = {spec.name(experiment): "exists" for spec in LAYOUT if spec.name(experiment) in existing}
-    if not wanted:
-        return result
-    futures = admin.create_topics(
-        [NewTopic(spec.name(experiment), num_partitions=spec.partitions, replication_factor=-1,
-                  config=spec.settings) for spec in wanted],
-        operation_timeout=timeout,
-        request_timeout=timeout,
-    )
-    for name, future in futures.items():
-        try:
-            future.result()
-            result[name] = "created"
-        except KafkaException as exc:
-            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won the race
-                raise
-            result[name] = "exists"
-    wait_for_leaders(admin, [spec.name(experiment) for spec in wanted], timeout)
+    if wanted:
+        futures = admin.create_topics(
+            [NewTopic(spec.name(experiment), num_partitions=spec.partitions, replication_factor=-1,
+                      config=spec.settings) for spec in wanted],
+            operation_timeout=timeout,
+            request_timeout=timeout,
+        )
+        for name, future in futures.items():
+            try:
+                future.result()
+                result[name] = "created"
+            except KafkaException as exc:
+                if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won the race
+                    raise
+                result[name] = "exists"
+    # New topics answer NOT_LEADER for a moment; a broker that has just started again lists its topics before
+    # their partitions have leaders, and a client subscribing then (a faust worker's assignor) assigns nothing.
+    wait_for_leaders(admin, list(result), timeout)
     return result
 
 
