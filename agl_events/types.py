@@ -16,6 +16,11 @@ WorkerStatus = Literal["idle", "busy", "unknown"]
 RolloutMode = Literal["train", "val", "test"]
 StatusCode = Literal["UNSET", "OK", "ERROR"]
 
+#: Bounds of the Avro `int` and `long` these numbers are logged as: a larger one, taken from a caller, would
+#: fail the append (fastavro's OverflowError, a 500) or, for `int`, be written where other readers cannot read it.
+AVRO_INT_MAX = 2**31 - 1
+AVRO_LONG_MIN, AVRO_LONG_MAX = -(2**63), 2**63 - 1
+
 QUEUING_STATUSES: frozenset[str] = frozenset({"queuing", "requeuing"})
 RUNNING_STATUSES: frozenset[str] = frozenset({"preparing", "running"})
 FINISHED_STATUSES: frozenset[str] = frozenset({"failed", "succeeded", "cancelled"})
@@ -27,7 +32,7 @@ Attributes = dict[str, AttributeValue]
 class RolloutConfig(BaseModel):
     timeout_seconds: float | None = None
     unresponsive_seconds: float | None = None
-    max_attempts: int = Field(default=1, ge=1)
+    max_attempts: int = Field(default=1, ge=1, le=AVRO_INT_MAX)
     retry_condition: list[AttemptStatus] = Field(default_factory=list)
 
 
@@ -134,7 +139,7 @@ class Span(BaseModel):
     model_config = ConfigDict(extra="allow")
     rollout_id: str
     attempt_id: str
-    sequence_id: int
+    sequence_id: int = Field(ge=AVRO_LONG_MIN, le=AVRO_LONG_MAX)
     trace_id: str
     span_id: str
     parent_id: str | None

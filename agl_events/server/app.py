@@ -12,9 +12,10 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Annotated
 
 import uvicorn
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Path, Request
 
 from agl_events.server.auth import AuthMiddleware, AuthTokens
 from agl_events.server.errors import StoreErrorMiddleware
@@ -25,6 +26,8 @@ from agl_events.server.routes import create_agl_router
 from agl_events.store.base import LightningStore
 
 DEFAULT_PORT = 4747
+EXPERIMENT_DESCRIPTION = ("The experiment: a letter or digit, then letters, digits, '_' and '-' (at most 100 "
+                          "characters); any other name is a 404")
 #: Seconds a shutdown waits for requests still running after long polls were answered (a command waiting
 #: for Kafka acknowledgements while the broker is gone); then uvicorn cancels them.
 GRACEFUL_SHUTDOWN_SECONDS = 5
@@ -59,8 +62,9 @@ def create_app(
         # Root routes have no {experiment} path parameter: they address the default experiment.
         return await experiments.get(request.path_params.get("experiment"))
 
-    async def valid_experiment(request: Request) -> None:
-        experiments.resolve_name(request.path_params.get("experiment"))
+    # Declared as a path parameter so the OpenAPI document describes it; an illegal name is a 404 (not a 422).
+    async def valid_experiment(experiment: Annotated[str, Path(description=EXPERIMENT_DESCRIPTION)]) -> None:
+        experiments.resolve_name(experiment)
 
     async def store_failure(request: Request) -> str | None:
         return experiments.failure_of(request.path_params.get("experiment"))
@@ -72,7 +76,7 @@ def create_app(
         app.include_router(router, prefix=EXPERIMENT_PREFIX, dependencies=[Depends(valid_experiment)])
     app.include_router(create_metrics_router(metrics))
 
-    @app.get("/health", include_in_schema=False)
+    @app.get("/health")
     async def health() -> dict[str, str]:
         """Liveness for probes; it touches no store, so it answers even while Kafka is unreachable."""
         return {"status": "ok"}

@@ -13,7 +13,9 @@ never go on the wire.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from pydantic import BaseModel
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,6 +28,25 @@ logger = logging.getLogger("agl_events.server")
 CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 #: The store cannot serve at all: 503 with the reason.
 UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError,)
+
+
+class ErrorBody(BaseModel):
+    """The JSON body of every error but FastAPI's 422 (whose `detail` lists the invalid fields): the reason,
+    and the exception's class name where an exception gave it (HTTPExceptions send `detail` only)."""
+
+    detail: str
+    error_type: str | None = None
+
+
+#: The error statuses any store route may answer, for the OpenAPI document (`responses=` of a router).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad input: an unknown rollout or attempt, a bad filter or page"},
+    404: {"model": ErrorBody, "description": "No such experiment (an illegal name)"},
+    405: {"model": ErrorBody, "description": "A write asked of a read-only store (a view of the past)"},
+    413: {"model": ErrorBody, "description": "Input too large for one event on the log"},
+    500: {"model": ErrorBody, "description": "A server fault (the client retries it after probing /health)"},
+    503: {"model": ErrorBody, "description": "The store stopped serving (its view no longer follows the log)"},
+}
 
 
 def error_response(exc: Exception) -> JSONResponse:

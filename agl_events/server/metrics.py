@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -127,7 +128,9 @@ def create_metrics_router(metrics: HttpMetrics) -> APIRouter:
     """`GET /metrics` in the Prometheus text format."""
     router = APIRouter()
 
-    @router.get("/metrics", include_in_schema=False)
+    @router.get("/metrics", response_class=PlainTextResponse,
+                responses={200: {"description": "The Prometheus text format",
+                                 "content": {"text/plain": {"schema": {"type": "string"}}}}})
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 

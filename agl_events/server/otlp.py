@@ -51,6 +51,33 @@ _STATUS_CODES: dict[int, StatusCode] = {
 
 logger = logging.getLogger("agl_events.server.otlp")
 
+_BINARY = {"type": "string", "format": "binary"}
+#: The route reads its body itself (protobuf, maybe gzipped), so the OpenAPI document is told what it takes.
+_TRACES_BODY = {"requestBody": {
+    "required": False,
+    "description": "An OTLP `ExportTraceServiceRequest` in binary protobuf (`Content-Encoding: gzip` allowed); "
+                   "empty is a valid, empty export",
+    "content": {PROTOBUF_CT: {"schema": _BINARY}},
+}}
+_TRACES_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "An `ExportTraceServiceResponse` (protobuf); skipped spans in `partial_success`",
+          "content": {PROTOBUF_CT: {"schema": _BINARY}}},
+    400: {"description": "A `google.rpc.Status` (protobuf): bad content type or encoding, unparsable payload, "
+                         "spans of an unknown rollout or attempt", "content": {PROTOBUF_CT: {"schema": _BINARY}}},
+    503: {"description": "A `google.rpc.Status` (protobuf): the store cannot take spans now; retry",
+          "content": {PROTOBUF_CT: {"schema": _BINARY}}},
+}
+
+
+_NOT_IMPLEMENTED: dict[int | str, dict[str, Any]] = {
+    501: {"description": "A `google.rpc.Status` (protobuf): this server takes OTLP traces only",
+          "content": {PROTOBUF_CT: {"schema": _BINARY}}},
+}
+
+
+class ProtobufResponse(Response):
+    media_type = PROTOBUF_CT
+
 
 # --- protobuf -> Python --------------------------------------------------------------------------------------
 def _raw_value(value: AnyValue) -> Any:
@@ -188,12 +215,12 @@ def _accepts_gzip(request: Request) -> bool:
     return "gzip" in {token.split(";")[0].strip().lower() for token in tokens}
 
 
-def _protobuf_response(request: Request, payload: bytes, status_code: int) -> Response:
+def _protobuf_response(request: Request, payload: bytes, status_code: int) -> ProtobufResponse:
     headers: dict[str, str] = {}
     if _accepts_gzip(request):
         payload = gzip.compress(payload)
         headers["Content-Encoding"] = "gzip"
-    return Response(content=payload, status_code=status_code, media_type=PROTOBUF_CT, headers=headers)
+    return ProtobufResponse(content=payload, status_code=status_code, headers=headers)
 
 
 def _status_response(request: Request, message: str, status_code: int = 400) -> Response:
@@ -240,11 +267,21 @@ class _OtlpRoute(APIRoute):
         return guarded
 
 
+def _not_implemented(signal: str) -> Callable[[Request], Awaitable[Response]]:
+    """The route of an OTLP signal we do not take: 501 as upstream, with a Status saying so (upstream sends
+    an empty body, which leaves an exporter's log without a reason)."""
+
+    async def not_implemented(request: Request) -> Response:
+        return _status_response(request, f"OTLP {signal} are not accepted: this server takes traces only", 501)
+
+    return not_implemented
+
+
 def create_otlp_router(get_store: Callable[..., Awaitable[LightningStore]]) -> APIRouter:
     """`POST /v1/traces`, plus the other OTLP signals answered 501 (not implemented), as upstream."""
     router = APIRouter(prefix="/v1", route_class=_OtlpRoute)
 
-    @router.post("/traces")
+    @router.post("/traces", response_class=ProtobufResponse, responses=_TRACES_RESPONSES, openapi_extra=_TRACES_BODY)
     async def otlp_traces(request: Request, store: Annotated[LightningStore, Depends(get_store)]) -> Response:
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
         if content_type != PROTOBUF_CT:
@@ -267,11 +304,8 @@ def create_otlp_router(get_store: Callable[..., Awaitable[LightningStore]]) -> A
         return _protobuf_response(request, response.SerializeToString(), 200)
 
     for signal in ("metrics", "logs", "development/profiles"):
-
-        async def not_implemented() -> Response:
-            return Response(status_code=501)
-
-        router.add_api_route(f"/{signal}", not_implemented, methods=["POST"], name=f"otlp_{signal}")
+        router.add_api_route(f"/{signal}", _not_implemented(signal), methods=["POST"], name=f"otlp_{signal}",
+                             status_code=501, response_class=ProtobufResponse, responses=_NOT_IMPLEMENTED)
 
     return router
 

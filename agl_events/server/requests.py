@@ -147,6 +147,13 @@ class NextSequenceIdResponse(BaseModel):
     sequence_id: int
 
 
+class HealthStatus(BaseModel):
+    """GET /v1/agl/health: `ok`, or `unhealthy` (503) with why the store stopped serving."""
+
+    status: Literal["ok", "unhealthy"]
+    detail: str | None = None
+
+
 class WaitForRolloutsRequest(BaseModel):
     rollout_ids: list[str]
     timeout: float | None = None
@@ -156,6 +163,7 @@ __all__ = [
     "DequeueManyRolloutsRequest",
     "EnqueueManyRolloutsRequest",
     "FilteredQuery",
+    "HealthStatus",
     "NextSequenceIdRequest",
     "NextSequenceIdResponse",
     "PaginatedQuery",

@@ -15,12 +15,15 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from agl_events.server.errors import ERROR_RESPONSES, ErrorBody
 from agl_events.server.requests import (
     ClaimResponse,
     DequeueManyRolloutsRequest,
     EnqueueManyRolloutsRequest,
     FinishAttemptRequest,
+    HealthStatus,
     NextSequenceIdRequest,
+    NextSequenceIdResponse,
     QueryAttemptsRequest,
     QueryResourcesRequest,
     QueryRolloutsRequest,
@@ -40,6 +43,7 @@ from agl_events.types import (
     Attempt,
     AttemptedRollout,
     NamedResources,
+    PaginatedResult,
     PromptCandidate,
     ResourcesUpdate,
     Rollout,
@@ -57,6 +61,10 @@ async def _no_failure() -> str | None:
     return None
 
 AGL_PREFIX = "/v1/agl"
+#: The agl-events extension routes answer 501 on a backend without the feature (the in-memory reference).
+EXTENSION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    501: {"model": ErrorBody, "description": "This store backend lacks the agl-events extension"},
+}
 
 
 def fixed_store(store: LightningStore) -> StoreDependency:
@@ -102,10 +110,10 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     Order matters where a literal segment competes with a path parameter (`/rollouts/search` before
     `/rollouts/{rollout_id}`, `/resources/latest` before `/resources/{resources_id}`, ...).
     """
-    router = APIRouter(prefix=AGL_PREFIX)
+    router = APIRouter(prefix=AGL_PREFIX, responses=ERROR_RESPONSES)
     Store = Annotated[LightningStore, Depends(get_store)]
 
-    @router.get("/health")
+    @router.get("/health", response_model=HealthStatus, responses={503: {"model": HealthStatus}})
     async def health(failure: Annotated[str | None, Depends(get_failure)]) -> JSONResponse:
         if failure is not None:
             return JSONResponse({"status": "unhealthy", "detail": failure}, status_code=503)
@@ -156,11 +164,11 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         )
         return respond_page(result, RolloutOrAttempted, limit=q.limit, offset=q.offset)
 
-    @router.get("/rollouts")
+    @router.get("/rollouts", response_model=PaginatedResult[RolloutOrAttempted])
     async def query_rollouts(q: Annotated[QueryRolloutsRequest, Query()], store: Store) -> JSONResponse:
         return await _query_rollouts(q, store)
 
-    @router.post("/rollouts/search")
+    @router.post("/rollouts/search", response_model=PaginatedResult[RolloutOrAttempted])
     async def search_rollouts(q: QueryRolloutsRequest, store: Store) -> JSONResponse:
         return await _query_rollouts(q, store)
 
@@ -191,7 +199,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         worker_id = request.worker_id if request else None
         return respond(await store.start_attempt(rollout_id, worker_id=worker_id), AttemptedRollout, 201)
 
-    @router.post("/rollouts/{rollout_id}/claim", response_model=ClaimResponse)
+    @router.post("/rollouts/{rollout_id}/claim", response_model=ClaimResponse, responses=EXTENSION_RESPONSES)
     async def claim_rollout(
         rollout_id: str, store: Store, request: Annotated[StartAttemptRequest | None, Body()] = None
     ) -> JSONResponse:
@@ -204,7 +212,8 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
                                                                                    "next_sequence_id": None})
         return respond(body, ClaimResponse)
 
-    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/finish", response_model=Attempt)
+    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/finish", response_model=Attempt,
+                 responses=EXTENSION_RESPONSES)
     async def finish_attempt(
         rollout_id: str, attempt_id: str, request: FinishAttemptRequest, store: Store
     ) -> JSONResponse:
@@ -214,7 +223,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
             raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
         return respond(await finish(rollout_id, attempt_id, request.status, request.spans_through), Attempt)
 
-    @router.get("/task-requests/{key:path}", response_model=TaskRequestStatus)
+    @router.get("/task-requests/{key:path}", response_model=TaskRequestStatus, responses=EXTENSION_RESPONSES)
     async def task_request_status(key: str, store: Store) -> JSONResponse:
         """agl-events extension: the rollout a task request of the task-requests topic became, if any yet."""
         task_rollout = getattr(store, "task_rollout", None)
@@ -224,7 +233,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         rollout = await store.get_rollout_by_id(rollout_id) if rollout_id is not None else None
         return respond(TaskRequestStatus(key=key, rollout=rollout), TaskRequestStatus)
 
-    @router.get("/prompt-candidates", response_model=list[PromptCandidate])
+    @router.get("/prompt-candidates", response_model=list[PromptCandidate], responses=EXTENSION_RESPONSES)
     async def prompt_candidates(store: Store, run_id: str | None = None) -> JSONResponse:
         """agl-events extension: the candidates of an APO run (all runs without `run_id`), with their scores."""
         query = getattr(store, "query_prompt_candidates", None)
@@ -240,13 +249,13 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         )
         return respond_page(result, Attempt, limit=q.limit, offset=q.offset)
 
-    @router.get("/rollouts/{rollout_id}/attempts")
+    @router.get("/rollouts/{rollout_id}/attempts", response_model=PaginatedResult[Attempt])
     async def query_attempts(
         rollout_id: str, q: Annotated[QueryAttemptsRequest, Query()], store: Store
     ) -> JSONResponse:
         return await _query_attempts(rollout_id, q, store)
 
-    @router.post("/rollouts/{rollout_id}/attempts/search")
+    @router.post("/rollouts/{rollout_id}/attempts/search", response_model=PaginatedResult[Attempt])
     async def search_attempts(rollout_id: str, q: QueryAttemptsRequest, store: Store) -> JSONResponse:
         return await _query_attempts(rollout_id, q, store)
 
@@ -278,11 +287,11 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         )
         return respond_page(result, Worker, limit=q.limit, offset=q.offset)
 
-    @router.get("/workers")
+    @router.get("/workers", response_model=PaginatedResult[Worker])
     async def query_workers(q: Annotated[QueryWorkersRequest, Query()], store: Store) -> JSONResponse:
         return await _query_workers(q, store)
 
-    @router.post("/workers/search")
+    @router.post("/workers/search", response_model=PaginatedResult[Worker])
     async def search_workers(q: QueryWorkersRequest, store: Store) -> JSONResponse:
         return await _query_workers(q, store)
 
@@ -297,12 +306,12 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         stats = _present_not_null(request, "heartbeat_stats")
         return respond(await store.update_worker(worker_id, heartbeat_stats=stats), Worker)
 
-    @router.get("/statistics")
+    @router.get("/statistics", response_model=dict[str, Any])
     async def statistics(store: Store) -> JSONResponse:
         return respond(await store.statistics(), dict[str, Any])
 
     # --- resources ---------------------------------------------------------------------------------------
-    @router.get("/resources")
+    @router.get("/resources", response_model=PaginatedResult[ResourcesUpdate])
     async def query_resources(q: Annotated[QueryResourcesRequest, Query()], store: Store) -> JSONResponse:
         validate_pagination(q, ResourcesUpdate)
         result = await store.query_resources(
@@ -335,17 +344,17 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         # null (still 201) means the span was a duplicate and was skipped.
         return respond(await store.add_span(span), Span | None, 201)
 
-    @router.get("/spans")
+    @router.get("/spans", response_model=PaginatedResult[Span])
     async def query_spans(q: Annotated[QuerySpansRequest, Query()], store: Store) -> JSONResponse:
         validate_pagination(q, Span)
         return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
 
-    @router.post("/spans/search")
+    @router.post("/spans/search", response_model=PaginatedResult[Span])
     async def search_spans(q: QuerySpansRequest, store: Store) -> JSONResponse:
         validate_pagination(q, Span)
         return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
 
-    @router.post("/spans/next")
+    @router.post("/spans/next", response_model=NextSequenceIdResponse)
     async def next_span_sequence_id(request: NextSequenceIdRequest, store: Store) -> dict[str, int]:
         return {"sequence_id": await store.get_next_span_sequence_id(request.rollout_id, request.attempt_id)}
 
