@@ -21,12 +21,18 @@ StatusCode = Literal["UNSET", "OK", "ERROR"]
 AVRO_INT_MAX = 2**31 - 1
 AVRO_LONG_MIN, AVRO_LONG_MAX = -(2**63), 2**63 - 1
 
+#: OTel integer attributes are 64-bit (OTLP's int_value). A larger integer is taken as a float: that is what
+#: the Avro log holds for it (the attribute union's `double`), so the view, folded from the store's own
+#: value, agrees with a replay of the log (an unbounded int also broke the view's JSON, wedging the store).
+AttributeInt = Annotated[int, Field(ge=AVRO_LONG_MIN, le=AVRO_LONG_MAX)]
+AttributeValue = (str | bool | AttributeInt | float | Sequence[str] | Sequence[bool] | Sequence[AttributeInt]
+                  | Sequence[float])
+Attributes = dict[str, AttributeValue]
+
 QUEUING_STATUSES: frozenset[str] = frozenset({"queuing", "requeuing"})
 RUNNING_STATUSES: frozenset[str] = frozenset({"preparing", "running"})
 FINISHED_STATUSES: frozenset[str] = frozenset({"failed", "succeeded", "cancelled"})
 
-AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
-Attributes = dict[str, AttributeValue]
 
 
 class RolloutConfig(BaseModel):

@@ -13,6 +13,10 @@ the next batch, and whatever of them Kafka did take is folded from the log later
 
 Each command's events are encoded as soon as it has decided them, so an event the log cannot take (too
 large, or off its schema) fails only that command, like an error the command raised itself.
+
+A batch the log took but the view cannot fold leaves the view behind the log for good: its callers and
+every later batch fail with `StoreUnhealthyError`, and `on_fold_failure` stops the store (a restarted one
+folds those events from the log), instead of the batch's callers and every later command waiting forever.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.context import DecisionContext
+from agl_events.store.errors import StoreUnhealthyError
 from agl_events.views.store_view import StoreView
 
 T = TypeVar("T")
@@ -67,11 +72,13 @@ class _Batch:
 class Committer:
     def __init__(self, log: EventLog, view: StoreView, producer_id: str,
                  on_applied: Callable[[list[LoggedEvent]], None], clock: Callable[[], float] = time.time,
-                 max_batch: int = 2000, max_in_flight: int = 4) -> None:
+                 max_batch: int = 2000, max_in_flight: int = 4,
+                 on_fold_failure: Callable[[BaseException], None] = lambda error: None) -> None:
         self._log = log
         self._view = view
         self._producer_id = producer_id
         self._on_applied = on_applied
+        self._on_fold_failure = on_fold_failure
         self._clock = clock
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
@@ -161,8 +168,15 @@ class Committer:
         except Exception as exc:
             self._settle(batch, exc)
             return
-        self._view.apply_own(logged)
-        self._on_applied(logged)
+        try:
+            self._view.apply_own(logged)
+            self._on_applied(logged)
+        except Exception as exc:
+            failure = StoreUnhealthyError(f"the view could not fold events already in the log: {exc!r}")
+            failure.__cause__ = exc
+            self._on_fold_failure(failure)
+            self._settle(batch, failure)
+            return
         for future, result in batch.decided:
             if future.done():
                 continue

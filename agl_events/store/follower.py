@@ -38,6 +38,10 @@ BUSY_POLL_SECONDS = 0.01
 IDLE_POLL_SECONDS = 0.25
 
 
+#: Seconds a wait for caller-given offsets goes before it checks them against the end of the log.
+END_CHECK_SECONDS = 1.0
+
+
 class LogSource(Protocol):
     """The log as a follower reads it: records in order per partition, and how far it has read."""
 
@@ -117,18 +121,36 @@ class Follower:
 
     async def wait_folded(self, topic: Topic, ends: Mapping[int, int] | None = None) -> None:
         """Wait until the view holds `topic` up to `ends` (partition -> offset past the last record wanted),
-        or, without `ends`, everything acknowledged in `topic` before this call (asks the log where it ends)."""
+        or, without `ends`, everything acknowledged in `topic` before this call (asks the log where it ends).
+
+        Caller-given `ends` not reached within END_CHECK_SECONDS are checked against the log once: a
+        partition it lacks or an offset past its end (which no acknowledged record can give) is a
+        ValueError, where the wait would otherwise last forever."""
         name = self.source.name_of(topic)
         if ends is None:
             targets = await asyncio.to_thread(self.source.end_offsets, 30.0, name)
         else:
             targets = {(name, partition): end for partition, end in ends.items()}
+        checked = ends is None
         while not reached(self._folded, targets):
             if self.failure is not None:
                 raise FollowerFailed(f"the view stopped following the log: {self.failure}") from self.failure
             if self._task is None or self._task.done():
                 raise FollowerFailed("the view is not following the log (store not started, or closed)")
-            await self._progress.wait()
+            try:
+                await asyncio.wait_for(self._progress.wait(), None if checked else END_CHECK_SECONDS)
+            except TimeoutError:
+                checked = True
+                await self._check_within_log(name, targets)
+
+    async def _check_within_log(self, name: str, targets: Mapping[Position, int]) -> None:
+        log_ends = await asyncio.to_thread(self.source.end_offsets, 30.0, name)
+        beyond = {partition: end for (_, partition), end in targets.items()
+                  if end > log_ends.get((name, partition), 0)}
+        if beyond:
+            known = {partition: end for (_, partition), end in sorted(log_ends.items())}
+            raise ValueError(f"offsets past the end of {name} (partition -> offset): {beyond}; "
+                             f"its partitions end at {known}")
 
     async def stop(self) -> None:
         """Let the poll in progress return (at most IDLE_POLL_SECONDS) instead of cancelling it: the source

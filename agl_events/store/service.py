@@ -82,7 +82,8 @@ class EventSourcedStore:
         self._started = clock()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._waits_interrupted = False
-        self._committer = Committer(log_, view, producer_id, self.notify_applied, clock)
+        self._committer = Committer(log_, view, producer_id, self.notify_applied, clock,
+                                    on_fold_failure=self._on_failure)
         #: (rollout, attempt) pairs with foreign spans whose heartbeat is still to be decided, in arrival order.
         self._beats: dict[tuple[str, str], None] = {}
         self._beating: asyncio.Task[None] | None = None

@@ -77,3 +77,28 @@ def test_the_openapi_document_describes_every_route(http: httpx.Client) -> None:
     assert list(traces["requestBody"]["content"]) == ["application/x-protobuf"]
     page = document["paths"]["/v1/agl/rollouts"]["get"]["responses"]["200"]["content"]["application/json"]
     assert page["schema"]["$ref"].startswith("#/components/schemas/PaginatedResult")
+
+
+def test_a_span_attribute_beyond_64_bits_is_stored_as_the_float_the_log_keeps(http: httpx.Client) -> None:
+    """Was a request that never answered, and every write after it hung too (Kafka store): the span was
+    logged, then the view's JSON refused the integer and the committer waited on it forever."""
+    started = http.post(f"{AGL}/rollouts", json={"input": 1}).json()
+    rid, aid = started["rollout_id"], started["attempt"]["attempt_id"]
+    span = {**_span(rid, aid, 1), "attributes": {"big": 2**70, "list": [1, 2**70], "small": 3}}
+    response = http.post(f"{AGL}/spans", json=span, timeout=10)
+    assert response.status_code == 201, response.text
+    assert response.json()["attributes"] == {"big": float(2**70), "list": [1.0, float(2**70)], "small": 3}
+    stored = http.get(f"{AGL}/spans", params={"rollout_id": rid}).json()["items"]
+    assert stored[0]["attributes"] == response.json()["attributes"]
+    assert http.post(f"{AGL}/rollouts", json={"input": 2}, timeout=10).status_code == 201  # writes go on
+
+
+@pytest.mark.parametrize("spans_through", [{"-1": 5}, {"0": 10**12}, {str(2**70): 1}])
+def test_finishing_an_attempt_through_offsets_the_span_topic_lacks_is_a_400(
+        http: httpx.Client, spans_through: dict[str, int]) -> None:
+    """Was a request that never answered: the store waited for its view to fold offsets that cannot come."""
+    started = http.post(f"{AGL}/rollouts", json={"input": 1}).json()
+    path = f"{AGL}/rollouts/{started['rollout_id']}/attempts/{started['attempt']['attempt_id']}/finish"
+    response = http.post(path, json={"status": "succeeded", "spans_through": spans_through}, timeout=15)
+    assert response.status_code == 400 and "past the end of" in response.json()["detail"]
+    assert http.get(f"{AGL}/rollouts/{started['rollout_id']}").json()["status"] == "preparing"  # not finished

@@ -14,6 +14,7 @@ from agl_events.log.encoding import EVENT_MAX_BYTES, EventTooLargeError, encode_
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.committer import Committer
 from agl_events.store.context import DecisionContext
+from agl_events.store.errors import StoreUnhealthyError
 from agl_events.views.kv import DictKV
 from agl_events.views.store_view import StoreView
 
@@ -182,3 +183,28 @@ async def test_an_event_too_large_for_the_log_fails_only_its_command(pipeline: P
     assert isinstance(refused, EventTooLargeError) and f"the limit is {EVENT_MAX_BYTES} bytes" in str(refused)
     assert first is None and third == "rs-1"  # decided without the refused command's change
     assert view.get("meta/latest_resources") == "rs-3"
+
+
+async def test_a_batch_the_view_cannot_fold_fails_its_callers_and_the_store_instead_of_hanging(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found fuzzing the API: a span attribute beyond 64 bits was logged but broke the view's JSON, and the
+    batch's caller and every later command waited forever."""
+    log, view = HeldLog(), StoreView(DictKV())
+    failures: list[BaseException] = []
+    committer = Committer(log, view, "test", on_applied=lambda _: None, on_fold_failure=failures.append)
+
+    def unfoldable(events: Any) -> None:
+        raise TypeError("Integer exceeds 64-bit range")
+
+    monkeypatch.setattr(view, "apply_own", unfoldable)
+    try:
+        first, second = await _two_batches(committer, log)
+        log.release(0)
+        log.release(1)
+        for call in (first, second):  # the second was decided on top of the batch the view lacks
+            with pytest.raises(StoreUnhealthyError, match=r"could not fold .* 64-bit range"):
+                await asyncio.wait_for(call, 2)
+        assert [str(f) for f in failures] == [f"the view could not fold events already in the log: "
+                                              f"{TypeError('Integer exceeds 64-bit range')!r}"]
+    finally:
+        await committer.close()

@@ -16,6 +16,7 @@ from agl_events.events.kinds import Kind
 from agl_events.log.records import NewEvent, event
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import REDUCERS
+from agl_events.store import follower
 from agl_events.store.errors import StoreUnhealthyError
 from agl_events.store.memory import InMemoryLightningStore
 from agl_events.types import RolloutConfig
@@ -71,6 +72,8 @@ async def test_finishing_waits_until_foreign_spans_are_folded(store, clock, appe
 
 async def test_a_failing_fold_stops_the_store_and_its_waiters(store, clock, append_foreign, monkeypatch,
                                                              caplog) -> None:
+    # Offsets past the log's end are refused after END_CHECK_SECONDS; here the failure must come first.
+    monkeypatch.setattr(follower, "END_CHECK_SECONDS", 60.0)
     ar = await store.start_rollout(input=1)
     waiting = asyncio.ensure_future(store.wait_for_rollouts(rollout_ids=[ar.rollout_id], timeout=None))
     # A finish whose spans are not folded yet (they never will be) waits for the fold:
