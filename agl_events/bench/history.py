@@ -75,15 +75,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _peak_rss_mb(pid: int) -> float:
+def memory_mb(pid: int, field: str = "VmHWM") -> float:
+    """A process's memory from /proc: its peak RSS (`VmHWM`) or current RSS (`VmRSS`), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
 
 @contextmanager
-def _agl_events(args: list[str], env: dict[str, str], folder: Path) -> Iterator[subprocess.Popen[bytes]]:
+def agl_events_process(args: list[str], env: dict[str, str], folder: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`python -m agl_events ARGS` in the background; stopped, and its data folder removed, on exit."""
     process = subprocess.Popen([sys.executable, "-m", "agl_events", *args], env={**os.environ, **env},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -118,9 +119,9 @@ def rebuild_rss(settings: Settings, experiment: str, timeout: float = 3600) -> d
             return False
         return True
 
-    with _agl_events(["store", "--port", str(port)], env, views) as server:
+    with agl_events_process(["store", "--port", str(port)], env, views) as server:
         seconds = _wait_until(answered, server, timeout, "the store server")
-        return {"rebuild_seconds": seconds, "store_rss_mb_after_rebuild": _peak_rss_mb(server.pid)}
+        return {"rebuild_seconds": seconds, "store_rss_mb_after_rebuild": memory_mb(server.pid)}
 
 
 def processor_rss(settings: Settings, experiment: str, spans: int, timeout: float = 3600) -> dict[str, float]:
@@ -130,7 +131,7 @@ def processor_rss(settings: Settings, experiment: str, spans: int, timeout: floa
     env = {"AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers}
     spans_topic = topic_name(experiment, Topic.SPANS)
     with Progress(transient=True) as progress, \
-            _agl_events(["processor", "--data-dir", str(data), "--web-port", str(port)], env, data) as worker:
+            agl_events_process(["processor", "--data-dir", str(data), "--web-port", str(port)], env, data) as worker:
         bar = progress.add_task("processor rebuilding", total=spans)
 
         def folded_all() -> bool:
@@ -143,7 +144,7 @@ def processor_rss(settings: Settings, experiment: str, spans: int, timeout: floa
             return bool(folded >= spans)
 
         seconds = _wait_until(folded_all, worker, timeout, "the processor")
-        return {"processor_rebuild_seconds": seconds, "processor_rss_mb_after_rebuild": _peak_rss_mb(worker.pid)}
+        return {"processor_rebuild_seconds": seconds, "processor_rss_mb_after_rebuild": memory_mb(worker.pid)}
 
 
 def measure(settings: Settings, spans: int, per_rollout: int = 1000, processor: bool = True) -> dict[str, Any]:

@@ -15,12 +15,19 @@ from confluent_kafka.admin import AdminClient
 from agl_events.log.kafka_config import connection_config
 from agl_events.topics import MESSAGE_MAX_BYTES
 
+#: The producer's local queue, in KB (librdkafka's default is 1 GB). Unacknowledged records wait here; a
+#: full queue makes `produce` raise BufferError and our writer's caller wait for room (`log.writer`), so a
+#: process writing faster than the broker takes is slowed instead of growing. 64 MB holds eight of the
+#: largest records and costs the span path nothing measurable (docs/reliability.md, back-pressure).
+PRODUCER_QUEUE_KB = 64 * 1024
+
 
 def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[str, Any]:
     """A durable producer: acks=all and idempotence, so an acknowledged write survives and is never doubled.
 
     Batching (linger, batch size) and compression are on because spans come in bursts and are
-    compressible JSON-like text; they trade a few milliseconds for several times the throughput.
+    compressible JSON-like text; they trade a few milliseconds for several times the throughput. The local
+    queue is bounded (`PRODUCER_QUEUE_KB`).
     """
     return {
         **connection_config(),
@@ -33,6 +40,7 @@ def producer_config(bootstrap: str, client_id: str, **overrides: Any) -> dict[st
         "batch.size": 1_000_000,
         "compression.type": "lz4",
         "message.max.bytes": MESSAGE_MAX_BYTES,
+        "queue.buffering.max.kbytes": PRODUCER_QUEUE_KB,
         "log_level": 4,  # warnings and worse: librdkafka's informational lines only clutter CLI output
         **overrides,
     }

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, Message
 
 from agl_events.events.codec import AvroCodec
+from agl_events.log.backpressure import Backpressure
 from agl_events.log.clients import make_producer
 from agl_events.log.encoding import encode_event
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
@@ -24,7 +26,12 @@ class AppendError(RuntimeError):
 
 
 class EventWriter:
-    """One idempotent producer per process; a background thread serves its delivery callbacks."""
+    """One idempotent producer per process; a background thread serves its delivery callbacks.
+
+    Its local queue is bounded (`log.clients.PRODUCER_QUEUE_KB`) and a full queue blocks the caller until
+    deliveries make room: nothing is dropped, so every acknowledged write is durable. `backpressure`
+    counts those waits.
+    """
 
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, producer_id: str,
                  **producer_overrides: Any) -> None:
@@ -32,6 +39,7 @@ class EventWriter:
         self.codec = codec
         self.producer_id = producer_id
         self._producer = make_producer(bootstrap, producer_id, **producer_overrides)
+        self.backpressure = Backpressure()
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name=f"{producer_id}-poll", daemon=True)
         self._poller.start()
@@ -49,13 +57,17 @@ class EventWriter:
 
     def _produce(self, encoded: EncodedEvent, on_done: Callable[[KafkaError | None, Message | None], None]) -> None:
         new = encoded.new
+        blocked_since: float | None = None
         while True:
             try:
                 self._producer.produce(topic_name(self.experiment, new.topic), value=encoded.value,
                                        key=new.key.encode(), on_delivery=on_done)
-                return
+                break
             except BufferError:  # local queue full: let deliveries drain, then retry
+                blocked_since = blocked_since or time.perf_counter()
                 self._producer.poll(0.05)
+        if blocked_since is not None:
+            self.backpressure.record(time.perf_counter() - blocked_since)
 
     def produce_raw(self, topic: str, value: bytes | None, key: bytes | None,
                     headers: dict[str, bytes]) -> None:

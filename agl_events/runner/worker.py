@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from agl_events.agent import LitAgent
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
+from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
@@ -58,11 +59,14 @@ class RunnerConfig(BaseModel):
         return self.model_copy(update={"runner_id": runner_id})
 
 
-def system_snapshot() -> dict[str, Any]:
-    """What a heartbeat says about the runner's machine (upstream sends psutil figures; we avoid the dep)."""
+def system_snapshot(span_backpressure: BackpressureStats) -> dict[str, Any]:
+    """What a heartbeat says about the runner's machine (upstream sends psutil figures; we avoid the dep), and
+    how often and how long its agent waited for room in the span producer's bounded queue (runners serve no
+    `/metrics`: the store's workers API shows this)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"pid": os.getpid(), "host": socket.gethostname(), "loadavg": list(os.getloadavg()),
-            "max_rss_kb": usage.ru_maxrss, "cpu_user_s": usage.ru_utime, "time": time.time()}
+            "max_rss_kb": usage.ru_maxrss, "cpu_user_s": usage.ru_utime, "time": time.time(),
+            "span_backpressure": span_backpressure.as_dict()}
 
 
 class Runner:
@@ -83,7 +87,7 @@ class Runner:
         queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id)
         StopWatcher(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, self.stop)
         client = StoreClient(cfg.store_url, auth_token=settings.store_token)
-        beating = asyncio.create_task(self._heartbeats(client))
+        beating = asyncio.create_task(self._heartbeats(client, writer))
         try:
             while not self.stop.is_set():
                 task = await asyncio.to_thread(queue.next_task, cfg.poll_timeout)
@@ -102,10 +106,10 @@ class Runner:
             await client.close()
         return self.completed
 
-    async def _heartbeats(self, client: StoreClient) -> None:
+    async def _heartbeats(self, client: StoreClient, writer: EventWriter) -> None:
         while True:
             try:
-                await client.update_worker(self.config.runner_id, system_snapshot())
+                await client.update_worker(self.config.runner_id, system_snapshot(writer.backpressure.stats))
             except (StoreUnavailableError, ValueError) as exc:
                 log.warning("heartbeat failed: %s", exc)
             await asyncio.sleep(self.config.heartbeat_interval)

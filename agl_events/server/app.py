@@ -20,7 +20,14 @@ from fastapi import Depends, FastAPI, Path, Request
 from agl_events.server.auth import AuthMiddleware, AuthTokens
 from agl_events.server.errors import StoreErrorMiddleware
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores, StoreFactory
-from agl_events.server.metrics import HttpMetrics, MetricsMiddleware, StoreHealthCollector, create_metrics_router
+from agl_events.server.limits import MAX_BODY_BYTES, BodyLimitMiddleware
+from agl_events.server.metrics import (
+    BackpressureCollector,
+    HttpMetrics,
+    MetricsMiddleware,
+    StoreHealthCollector,
+    create_metrics_router,
+)
 from agl_events.server.otlp import create_otlp_router
 from agl_events.server.routes import create_agl_router
 from agl_events.store.base import LightningStore
@@ -37,17 +44,19 @@ logger = logging.getLogger("agl_events.server")
 
 def create_app(
     store_for: StoreFactory, default_experiment: str = "default", *, metrics: HttpMetrics | None = None,
-    auth: AuthTokens | None = None,
+    auth: AuthTokens | None = None, max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """Build the app. `store_for(name)` is awaited once per experiment, on that experiment's first request.
 
     `metrics` lets a caller share a Prometheus registry; by default the app gets a fresh one (with process
     collectors), served at `/metrics`. Stores with a `close()` are closed when the app shuts down. `auth`
-    asks for bearer tokens (`server.auth`); without it every route is open.
+    asks for bearer tokens (`server.auth`); without it every route is open. A request body over
+    `max_body_bytes` is a 413 before it is read (`server.limits`).
     """
     experiments = ExperimentStores(store_for, default_experiment)
     metrics = metrics or HttpMetrics.with_default_collectors()
     metrics.registry.register(StoreHealthCollector(experiments))
+    metrics.registry.register(BackpressureCollector(experiments))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -85,6 +94,7 @@ def create_app(
     app.add_middleware(StoreErrorMiddleware)
     if auth is not None and auth.enabled:  # inside metrics, so refused requests are counted too
         app.add_middleware(AuthMiddleware, tokens=auth, default_experiment=experiments.default)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)  # counted by metrics too
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 

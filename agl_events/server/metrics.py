@@ -24,7 +24,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores
@@ -74,6 +74,30 @@ class StoreHealthCollector:
         for name in self._experiments.opened:
             gauge.add_metric([name], 0.0 if self._experiments.failure_of(name) else 1.0)
         yield gauge
+
+
+class BackpressureCollector:
+    """`agl_store_backpressure_waits_total{experiment,queue}` and `agl_store_backpressure_wait_seconds_total`:
+    how often, and how long, callers waited for room in a bounded queue of an opened store's write path
+    (`committer`: commands; `producer`, `tasks_producer`: the Kafka producers' local queues). Full queues
+    block, never drop (docs/reliability.md), so these tell a flood slowed down from one refused."""
+
+    def __init__(self, experiments: ExperimentStores) -> None:
+        self._experiments = experiments
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["experiment", "queue"]
+        waits = CounterMetricFamily("agl_store_backpressure_waits", "Times a caller found a bounded queue of "
+                                    "the store's write path full and waited for room.", labels=labels)
+        seconds = CounterMetricFamily("agl_store_backpressure_wait_seconds", "Seconds callers spent waiting "
+                                      "for room in a bounded queue of the store's write path.", labels=labels)
+        for name, store in self._experiments.opened.items():
+            backpressure = getattr(store, "backpressure", None)  # stores that write nothing have no queues
+            for queue, stats in (backpressure() if callable(backpressure) else {}).items():
+                waits.add_metric([name, queue], stats.waits)
+                seconds.add_metric([name, queue], stats.seconds)
+        yield waits
+        yield seconds
 
 
 def route_template(scope: Scope) -> str:

@@ -35,6 +35,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as ProtoStatus
 
 from agl_events.server.errors import CLIENT_ERRORS
+from agl_events.server.limits import MAX_BODY_BYTES
 from agl_events.store.base import LightningStore
 from agl_events.types import Event, Link, OtelResource, Span, SpanContext, StatusCode, TraceStatus
 
@@ -237,9 +238,23 @@ async def _read_body(request: Request) -> bytes:
     if encoding != "gzip":
         raise ValueError(f"Unsupported Content-Encoding '{encoding}', expected 'gzip' or none")
     try:
-        return gzip.decompress(raw)
+        return _gunzip(raw, MAX_BODY_BYTES)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"Unable to decompress gzip body: {exc}") from exc
+
+
+def _gunzip(raw: bytes, limit: int) -> bytes:
+    """`gzip.decompress`, stopping past `limit` bytes: a small body must not inflate into gigabytes."""
+    out = bytearray()
+    while raw:  # one gzip member after another, as gzip.decompress reads them
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        out += inflater.decompress(raw, limit + 1 - len(out))
+        if len(out) > limit:
+            raise ValueError(f"the gzip body inflates past the limit of {limit} bytes")
+        if not inflater.eof:
+            raise EOFError("compressed data ended before the end-of-stream marker")
+        raw = inflater.unused_data
+    return bytes(out)
 
 
 class _OtlpRoute(APIRoute):

@@ -17,6 +17,10 @@ large, or off its schema) fails only that command, like an error the command rai
 A batch the log took but the view cannot fold leaves the view behind the log for good: its callers and
 every later batch fail with `StoreUnhealthyError`, and `on_fold_failure` stops the store (a restarted one
 folds those events from the log), instead of the batch's callers and every later command waiting forever.
+
+The committer holds at most `max_queued` commands (waiting, being decided, or awaiting their acks); a
+caller finding it full awaits room before its command is taken: a flood of callers is slowed, memory
+stays bounded, nothing is refused or dropped. `backpressure` counts those waits.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from agl_events.log.backpressure import Backpressure
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.context import DecisionContext
 from agl_events.store.errors import StoreUnhealthyError
@@ -73,7 +78,10 @@ class Committer:
     def __init__(self, log: EventLog, view: StoreView, producer_id: str,
                  on_applied: Callable[[list[LoggedEvent]], None], clock: Callable[[], float] = time.time,
                  max_batch: int = 2000, max_in_flight: int = 4,
-                 on_fold_failure: Callable[[BaseException], None] = lambda error: None) -> None:
+                 on_fold_failure: Callable[[BaseException], None] = lambda error: None,
+                 max_queued: int | None = None) -> None:
+        """`max_queued` defaults to a full pipeline plus one batch waiting (`max_batch * (max_in_flight + 1)`):
+        more queued commands would add only latency, not throughput."""
         self._log = log
         self._view = view
         self._producer_id = producer_id
@@ -88,15 +96,36 @@ class Committer:
         self._in_flight: deque[_Batch] = deque()
         self._completions: set[asyncio.Task[None]] = set()
         self._last_now = 0.0
+        self.max_queued = max_queued if max_queued is not None else max_batch * (max_in_flight + 1)
+        self._room = asyncio.Semaphore(self.max_queued)
+        #: Commands taken and not yet answered; never above `max_queued`.
+        self.queued = 0
+        self.backpressure = Backpressure()
 
     async def run(self, command: Callable[[DecisionContext], T]) -> T:
-        """Decide `command` in turn, and return its result once its events are durable and applied."""
+        """Decide `command` in turn, and return its result once its events are durable and applied.
+        Waits for room first while the committer holds `max_queued` commands."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._loop(), name="agl-committer")
+        await self._admit()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self._leave)  # answered, failed or cancelled by its caller
         self._pending.append((command, future))
         self._wakeup.set()
         return await future
+
+    async def _admit(self) -> None:
+        if self._room.locked():
+            started = time.perf_counter()
+            await self._room.acquire()
+            self.backpressure.record(time.perf_counter() - started)
+        else:
+            await self._room.acquire()
+        self.queued += 1
+
+    def _leave(self, _: asyncio.Future[Any]) -> None:
+        self.queued -= 1
+        self._room.release()
 
     def _now(self) -> float:
         self._last_now = max(self._clock(), self._last_now + 1e-6)

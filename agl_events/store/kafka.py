@@ -21,6 +21,7 @@ from typing import cast
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
+from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_to
 from agl_events.log.reader import EventReader
@@ -69,6 +70,10 @@ class KafkaLog:
             abandon([rest])
             raise
         return _joined(rest, dispatched)
+
+    def backpressure(self) -> dict[str, BackpressureStats]:
+        """Waits for room in each writer's bounded producer queue."""
+        return {"producer": self.writer.backpressure.stats, "tasks_producer": self.tasks_writer.backpressure.stats}
 
     def close(self) -> None:
         self.writer.close(CLOSE_FLUSH_SECONDS)
@@ -127,6 +132,9 @@ class KafkaLightningStore(EventSourcedStore):
         if self._ingester is not None:
             await self._ingester.stop()
         await super().close()
+
+    def backpressure(self) -> dict[str, BackpressureStats]:
+        return {**super().backpressure(), **cast(KafkaLog, self._log).backpressure()}
 
     @property
     def dead_lettered(self) -> int:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from agl_events.events.kinds import FINISHING_KINDS, Kind
 from agl_events.events.task_request import TaskRequest
+from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.store import queries as q
@@ -169,6 +170,10 @@ class EventSourcedStore:
                 return
             except Exception:  # a failed scan is retried next period; the store keeps serving
                 log.exception("watchdog scan failed")
+
+    def backpressure(self) -> dict[str, BackpressureStats]:
+        """Waits for room in each bounded queue of this store's write path, by queue (the server's `/metrics`)."""
+        return {"committer": self._committer.backpressure.stats}
 
     async def _decide(self, command: Callable[[DecisionContext], Any]) -> Any:
         self._check_serving()
