@@ -28,14 +28,15 @@ def encode_span_payloads(tasks: list[dict[str, Any]], codec: AvroCodec | None = 
 
 
 def raw_produce_per_s(bootstrap: str, payloads: list[tuple[bytes, bytes]], messages: int,
-                      partitions: int = 3) -> dict[str, float]:
-    """Send `messages` records (cycling through `payloads`) to a throwaway topic; deleted afterwards."""
+                      partitions: int = 3, **producer_overrides: Any) -> dict[str, float]:
+    """Send `messages` records (cycling through `payloads`) to a throwaway topic; deleted afterwards.
+    `producer_overrides` change our producer settings (e.g. the local queue's bound, to compare)."""
     admin = make_admin(bootstrap)
     topic = f"agl-bench-raw-{uuid.uuid4().hex[:8]}"
     for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
         future.result()
     try:
-        producer = make_producer(bootstrap, "bench-raw")
+        producer = make_producer(bootstrap, "bench-raw", **producer_overrides)
         errors: list[Any] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:

@@ -58,6 +58,9 @@ async def test_four_runners_complete_500_rollouts_exactly_once(settings: Setting
                                                                                 ).input["i"] / 1000.0
             print("rollouts per runner:", dict(runners))
             assert len(runners) == 4, "every runner took work"
+            for runner_id in runners:  # runners serve no /metrics: their heartbeats carry the span back-pressure
+                worker = await store.get_worker_by_id(runner_id)
+                assert worker is not None and set(worker.heartbeat_stats["span_backpressure"]) == {"waits", "seconds"}
         finally:
             pool.stop(grace=30)
 

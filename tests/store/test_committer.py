@@ -208,3 +208,35 @@ async def test_a_batch_the_view_cannot_fold_fails_its_callers_and_the_store_inst
                                               f"{TypeError('Integer exceeds 64-bit range')!r}"]
     finally:
         await committer.close()
+
+
+class AckingLog(HeldLog):
+    """A HeldLog that acknowledges every append on the loop's next turn, as a quick broker would."""
+
+    def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
+        ack = super().append(events)
+        asyncio.get_running_loop().call_soon(self.release, len(self.acks) - 1)
+        return ack
+
+
+async def test_a_flood_of_commands_waits_for_room_and_all_complete_within_the_bound() -> None:
+    log, view = AckingLog(), StoreView(DictKV())
+    committer = Committer(log, view, "test", on_applied=lambda _: None, max_batch=3, max_in_flight=2,
+                          max_queued=8)
+    seen: list[int] = []
+
+    def counted(version: int) -> Callable[[DecisionContext], str | None]:
+        def command(ctx: DecisionContext) -> str | None:
+            seen.append(committer.queued)  # commands taken and not yet answered, while this one is decided
+            return publish(version)(ctx)
+
+        return command
+
+    try:
+        results = await asyncio.gather(*[committer.run(counted(v)) for v in range(1, 201)])
+    finally:
+        await committer.close()
+    assert len(results) == 200 and sum(len(batch) for batch in log.appended) == 200  # all done, none dropped
+    assert view.get("meta/latest_resources") == "rs-200"
+    assert max(seen) <= 8 and committer.queued == 0
+    assert committer.backpressure.stats.waits >= 200 - 8  # every caller past the first 8 waited for room
