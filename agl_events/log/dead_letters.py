@@ -1,7 +1,8 @@
 """The dead-letter path: a record nobody can process is copied, byte for byte, to the experiment's DLQ topic.
 
-Undecodable records (the store's reader, the view processor) and rollouts the samples processor's
-adapter could not turn into a sample go there, in one format: origin and error in headers.
+Undecodable records (the store's reader, the view processor), rollouts the samples processor's adapter could
+not turn into a sample, and events the live store's view ignored (a status change for a rollout or attempt
+never created: `reducers.changes.Pending.ignore`) go there, in one format: origin and error in headers.
 """
 
 from __future__ import annotations
@@ -10,8 +11,19 @@ from collections.abc import Callable
 
 from confluent_kafka import Message
 
+from agl_events.events.codec import AvroCodec
+from agl_events.log.records import LoggedEvent
 from agl_events.log.writer import EventWriter
 from agl_events.topics import Topic, topic_name
+
+#: The error type of an event the view ignored (`dead_letter_ignored_to`).
+IGNORED_EVENT = "IgnoredEvent"
+
+
+def _headers(topic: str, partition: int, offset: int, error_type: str, message: str) -> dict[str, bytes]:
+    return {"agl.source.topic": topic.encode(), "agl.source.partition": str(partition).encode(),
+            "agl.source.offset": str(offset).encode(), "agl.error.type": error_type.encode(),
+            "agl.error.message": message.encode()}
 
 
 def dead_letter_to(writer: EventWriter) -> Callable[[Message, Exception], None]:
@@ -19,12 +31,20 @@ def dead_letter_to(writer: EventWriter) -> Callable[[Message, Exception], None]:
     dlq = topic_name(writer.experiment, Topic.DLQ)
 
     def handle(msg: Message, error: Exception) -> None:
-        writer.produce_raw(dlq, msg.value(), msg.key(), {
-            "agl.source.topic": (msg.topic() or "").encode(),
-            "agl.source.partition": str(msg.partition()).encode(),
-            "agl.source.offset": str(msg.offset()).encode(),
-            "agl.error.type": type(error).__name__.encode(),
-            "agl.error.message": str(error).encode(),
-        })
+        writer.produce_raw(dlq, msg.value(), msg.key(), _headers(msg.topic() or "", msg.partition() or 0,
+                                                                 msg.offset() or 0, type(error).__name__, str(error)))
+
+    return handle
+
+
+def dead_letter_ignored_to(writer: EventWriter, codec: AvroCodec) -> Callable[[LoggedEvent, str], None]:
+    """A handler (StoreView's `on_ignored`) that keeps an event the view ignored, encoded as the current schema
+    writes it (the same bytes for a record of the current version), with where it came from and why."""
+    dlq = topic_name(writer.experiment, Topic.DLQ)
+
+    def handle(event: LoggedEvent, reason: str) -> None:
+        writer.produce_raw(dlq, codec.encode(event.kind, event.record), None if event.key is None else
+                           event.key.encode(), _headers(event.topic, event.partition, event.offset, IGNORED_EVENT,
+                                                        reason))
 
     return handle

@@ -14,8 +14,10 @@ again; that applies nothing twice, since folding an event or ingesting a task ke
 
 Only records a reader could not read are worth replaying, and only once the current code reads them: a
 replay first checks that (decodes the event, parses the task request) and leaves the rest in place with the
-reason. A rollout the samples worker's adapter failed on is not a record problem: a replayed marker would be
-ignored as already handled, so it is listed, never replayed (rebuild the samples with a fixed adapter).
+reason. An event the view ignored (it named a rollout or attempt never created) is replayed once what it
+names exists: replayed too early, it is ignored, and dead-lettered, again. A rollout the samples worker's
+adapter failed on is not a record problem: a replayed marker would be ignored as already handled, so it is
+listed, never replayed (rebuild the samples with a fixed adapter).
 
 The DLQ is read whole into memory: it holds what went wrong in the last month (its retention), not history.
 """
@@ -31,16 +33,17 @@ from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.task_record import decode_task_request
 from agl_events.events.task_request import InvalidTaskRequest
 from agl_events.log.clients import make_consumer, make_producer
+from agl_events.log.dead_letters import IGNORED_EVENT
 from agl_events.log.offsets import partitions_of, watermarks
 from agl_events.topics import Topic, topic_name
 
 SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = "agl.source.topic", "agl.source.partition", "agl.source.offset"
 ERROR_TYPE, ERROR_MESSAGE = "agl.error.type", "agl.error.message"
 REPLAY_OF, REPLAYED_TO = "agl.dlq.replay-of", "agl.dlq.replayed-to"
-#: Errors of reading a record (the codec's, the task-request parser's, an event kind with no reducer): the
-#: dead letters a replay can cure once the code reads them.
-READ_ERRORS = frozenset({"CodecError", "UnknownSchemaError", "CorruptRecordError", "InvalidTaskRequest",
-                         "UnknownEventKind"})
+#: Errors a replay can cure: reading a record (the codec's, the task-request parser's, an event kind with no
+#: reducer), once the code reads it; an event the view ignored, once what it names exists.
+REPLAYABLE_ERRORS = frozenset({"CodecError", "UnknownSchemaError", "CorruptRecordError", "InvalidTaskRequest",
+                               "UnknownEventKind", IGNORED_EVENT})
 
 
 @dataclass
@@ -127,7 +130,7 @@ def unreplayable(letter: DeadLetter, codec: AvroCodec, experiment: str) -> str |
     """Why `letter` is not to be replayed now, or None when the current code reads it."""
     if letter.replayed_to is not None:
         return f"already replayed, to {letter.replayed_to}"
-    if letter.error_type not in READ_ERRORS:
+    if letter.error_type not in REPLAYABLE_ERRORS:
         return (f"not a record problem ({letter.error_type}: the samples worker's adapter failed on this "
                 "rollout); a replay would change nothing: rebuild the samples with a fixed adapter")
     try:

@@ -39,13 +39,18 @@ def reduce(read: Read, kind: str, record: dict[str, Any]) -> Changes:
     """The changes event `kind` makes to the view. Kinds the registry marks unfolded (TaskDispatched) change
     nothing; a kind the registry does not know raises UnknownEventKind: skipping it would silently leave the
     view short of what the log holds (the processor dead-letters such events)."""
+    return reduce_explained(read, kind, record).changes
+
+
+def reduce_explained(read: Read, kind: str, record: dict[str, Any]) -> Pending:
+    """As `reduce`, with `ignored` saying why an event that should have changed something did not."""
     pending = Pending(read)
     reducer = REDUCERS.get(kind)
     if reducer is not None:
         reducer(pending, record)
     elif kind not in KINDS:
         raise UnknownEventKind(f"no reducer and no registry entry for event kind {kind!r}")
-    return pending.changes
+    return pending
 
 
-__all__ = ["REDUCERS", "Changes", "Read", "UnknownEventKind", "reduce"]
+__all__ = ["REDUCERS", "Changes", "Pending", "Read", "UnknownEventKind", "reduce", "reduce_explained"]

@@ -34,6 +34,8 @@ def attempt_updated(view: Pending, record: dict[str, Any]) -> None:
 def attempt_status_changed(view: Pending, record: dict[str, Any]) -> None:
     found = _existing(view, record["rollout_id"], record["attempt_id"])
     if found is None:
+        view.ignore(f"no attempt {record['attempt_id']} of rollout {record['rollout_id']}: a status change "
+                    f"({record['status']}) for an attempt never created")
         return
     key, attempt = found
     changed = {**attempt, "status": record["status"]}
@@ -45,6 +47,8 @@ def attempt_status_changed(view: Pending, record: dict[str, Any]) -> None:
 def attempt_heartbeat(view: Pending, record: dict[str, Any]) -> None:
     found = _existing(view, record["rollout_id"], record["attempt_id"])
     if found is None:
+        view.ignore(f"no attempt {record['attempt_id']} of rollout {record['rollout_id']}: a heartbeat for an "
+                    "attempt never created")
         return
     key, attempt = found
     view.put(key, {**attempt, "last_heartbeat_time": record["heartbeat_time"]})

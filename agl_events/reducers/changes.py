@@ -17,6 +17,8 @@ class Pending:
     def __init__(self, read: Read) -> None:
         self._read = read
         self.changes: Changes = {}
+        #: Why the event changed nothing although it should have (its rollout or attempt is not in the view).
+        self.ignored: str | None = None
 
     def get(self, key: str) -> Any:
         return self.changes[key] if key in self.changes else self._read(key)
@@ -32,6 +34,12 @@ class Pending:
         if self.get(key) is None:
             self.put(keys.count(entity), (self.get(keys.count(entity)) or 0) + 1)
         self.put(key, value)
+
+    def ignore(self, reason: str) -> None:
+        """The event names a rollout or attempt the view does not hold, where the log puts its creation before
+        it (same topic, same key, so the same partition): it can only come from a writer that bypassed the
+        store. It changes nothing; the live store copies it to the dead-letter topic with `reason`."""
+        self.ignored = reason
 
     def chmax(self, key: str, value: int) -> None:
         current = self.get(key)

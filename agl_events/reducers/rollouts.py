@@ -58,7 +58,8 @@ def rollout_updated(view: Pending, record: dict[str, Any]) -> None:
 def rollout_status_changed(view: Pending, record: dict[str, Any]) -> None:
     rid = record["rollout_id"]
     rollout = view.get(keys.rollout(rid))
-    if rollout is None:  # its creation is not in this view (retention): nothing to change
+    if rollout is None:
+        view.ignore(f"no rollout {rid}: a status change ({record['status']}) for a rollout never enqueued")
         return
     changed = {**rollout, "status": record["status"]}
     if record["end_time"] is not None:

@@ -23,7 +23,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
 from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.clients import make_admin
-from agl_events.log.dead_letters import dead_letter_to
+from agl_events.log.dead_letters import dead_letter_ignored_to, dead_letter_to
 from agl_events.log.reader import EventReader
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter, abandon
@@ -101,7 +101,8 @@ class KafkaLightningStore(EventSourcedStore):
         writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id)
         tasks_writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id,
                                    **{"batch.num.messages": 1, "linger.ms": 0})
-        view = StoreView(RocksKV(view_dir or settings.home / "views" / settings.experiment))
+        view = StoreView(RocksKV(view_dir or settings.home / "views" / settings.experiment),
+                         on_ignored=dead_letter_ignored_to(writer, codec))
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
                              dead_letter=dead_letter_to(writer),
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})

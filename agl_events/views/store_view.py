@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agl_events.log.records import LoggedEvent
-from agl_events.reducers import keys, reduce
+from agl_events.reducers import keys, reduce_explained
 from agl_events.views.kv import KeyValue
 
 Position = tuple[str, int]
+
+log = logging.getLogger(__name__)
 
 
 class StoreView:
@@ -26,9 +29,13 @@ class StoreView:
     add to them, the view ends where it was.
     """
 
-    def __init__(self, kv: KeyValue, track_own: bool = True) -> None:
+    def __init__(self, kv: KeyValue, track_own: bool = True,
+                 on_ignored: Callable[[LoggedEvent, str], None] | None = None) -> None:
+        """`on_ignored(event, reason)` hears of each event read from the log that named a rollout or attempt the
+        view does not hold (`Pending.ignore`), once its batch is written; by default they are logged."""
         self.kv = kv
         self._track_own = track_own
+        self._on_ignored = on_ignored or _log_ignored
         self._own_pending: set[str] = set()
         self._positions: dict[Position, int] = {
             _position(key): value for key, value in kv.scan(keys.POSITIONS)
@@ -66,11 +73,15 @@ class StoreView:
 
         advanced: dict[Position, int] = {}
         confirmed: list[str] = []
+        ignored: list[tuple[LoggedEvent, str]] = []
         for event in events:
             if advance and event.record.get("event_id") in self._own_pending:
                 confirmed.append(event.record["event_id"])
             else:
-                batch.update(reduce(read, event.kind, event.record))
+                reduced = reduce_explained(read, event.kind, event.record)
+                batch.update(reduced.changes)
+                if advance and reduced.ignored is not None:
+                    ignored.append((event, reduced.ignored))
             if advance:
                 advanced[(event.topic, event.partition)] = event.offset + 1
                 batch[f"{keys.POSITIONS}{event.topic}/{event.partition}"] = event.offset + 1
@@ -80,9 +91,16 @@ class StoreView:
         # retry folds the same events again instead of skipping them.
         self._positions.update(advanced)
         self._own_pending.difference_update(confirmed)
+        for event, reason in ignored:
+            self._on_ignored(event, reason)
 
     def close(self) -> None:
         self.kv.close()
+
+
+def _log_ignored(event: LoggedEvent, reason: str) -> None:
+    log.warning("%s at %s[%d]@%d changed nothing: %s", event.kind, event.topic, event.partition, event.offset,
+                reason)
 
 
 def _position(key: str) -> Position:

@@ -171,3 +171,41 @@ def test_an_adapter_failure_is_listed_but_never_replayed(settings: Settings) -> 
     assert unknown.returncode == 1 and "no dead letter '999'" in unknown.stdout
     both = _cli(settings, "replay", "--all", "1")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+async def test_an_event_for_a_rollout_never_enqueued_is_kept_and_applies_once_replayed_after_it(
+        settings: Settings, tmp_path: Path) -> None:
+    """A writer that bypassed the store changed the status of a rollout nobody enqueued: the live store's view
+    ignores it, copies it to the DLQ with the reason, and goes on; once the rollout exists, a replay applies it."""
+    create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view", scan_debounce_seconds=3600)
+    try:
+        rollouts = topic_name(settings.experiment, Topic.ROLLOUTS)
+        change = event("RolloutStatusChanged", "ro-ghost", time.time(), "foreign", rollout_id="ro-ghost",
+                       status="cancelled", previous_status="queuing", end_time=time.time(), queue_seq=None,
+                       cause="a foreign writer")
+        _produce(settings.bootstrap_servers, rollouts, CODEC.encode(change.kind, change.record), b"ro-ghost")
+
+        def ignored() -> list[DeadLetter]:
+            return [d for d in dead_letters(settings.bootstrap_servers, settings.experiment)
+                    if d.error_type == "IgnoredEvent"]
+
+        [letter] = await asyncio.to_thread(_until, ignored, "dead letter of the ignored event")
+        assert letter.topic == rollouts and "no rollout ro-ghost" in letter.error
+        assert CODEC.decode(letter.value).record == change.record
+        assert await store.get_rollout_by_id("ro-ghost") is None
+        assert (await store.enqueue_rollout(input={"still": "serving"})).rollout_id
+
+        enqueued = event("RolloutEnqueued", "ro-ghost", time.time(), "foreign",
+                         rollout=rollout_record(rollout("ro-ghost", status="queuing")), queue_seq=0)
+        _produce(settings.bootstrap_servers, rollouts, CODEC.encode(enqueued.kind, enqueued.record), b"ro-ghost")
+        assert (await _until_rollout(store, "ro-ghost")).status == "queuing"
+        assert unreplayable(letter, CODEC, settings.experiment) is None
+        replay(settings.bootstrap_servers, settings.experiment, [letter])
+        deadline = time.monotonic() + 30
+        while (await store.get_rollout_by_id("ro-ghost")).status != "cancelled":
+            assert time.monotonic() < deadline, "the replayed status change was never applied"
+            await asyncio.sleep(0.1)
+        assert len(ignored()) == 1  # applied, so not dead-lettered again
+    finally:
+        await store.close()
