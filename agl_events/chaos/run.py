@@ -20,7 +20,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -44,6 +43,7 @@ from agl_events.replay.rebuild import rebuild
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
 from agl_events.server.client import StoreClient
+from agl_events.server.process import StoreProcess
 from agl_events.store.readonly import ReadOnlyStore
 from agl_events.views.rocks import RocksKV
 from processors.background import WorkerProcess, free_port
@@ -99,52 +99,6 @@ class ChaosReport(BaseModel):
                                         "non_terminal", "seconds"})
 
 
-class StoreProcess:
-    """`agl-events store` in a child process on a fixed port and views folder, so a restart serves the same."""
-
-    def __init__(self, settings: Settings, views: Path, log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._command = [sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,
-                         "--experiment", settings.experiment, "--home", str(settings.home), "store", "--port",
-                         str(self.port), "--views", str(views), "--log-level", "warning"]
-        self._log = log
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 120.0) -> None:
-        with self._log.open("ab") as out:
-            self.process = subprocess.Popen(self._command, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:  # statistics touches the store: it answers once the view has caught up
-                if httpx.get(f"{self.url}/v1/agl/statistics", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None:  # it could not start (the broker is restarting): try again
-                with self._log.open("ab") as out:
-                    self.process = subprocess.Popen(self._command, stdout=out, stderr=subprocess.STDOUT)
-            time.sleep(0.2)
-        raise TimeoutError(f"the store did not come up within {timeout} s; see {self._log}")
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.alive():
-            assert self.process is not None
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 class Deployment:
     """The processes of the run, each restartable; what was killed or restarted is counted."""
 
@@ -162,7 +116,7 @@ class Deployment:
         self.crash_restarts: Counter[str] = Counter()
 
     def start(self) -> None:
-        self.store.start()
+        self.store.start(timeout=120, restart_exits=True)
         self._start_processor()
         for _ in range(self.config.runners):
             self._start_runner()
@@ -184,8 +138,8 @@ class Deployment:
         """SIGKILL one process of `target` (store, processor, runner) and start its replacement."""
         self.kills[target] += 1
         if target == "store":
-            self.store.kill()
-            self.store.start()
+            self.store.kill9()
+            self.store.start(timeout=120, restart_exits=True)
         elif target == "processor":
             assert self.processor is not None
             self.processor.stop(signal.SIGKILL)
@@ -203,7 +157,7 @@ class Deployment:
         if not self.store.alive():
             self.crash_restarts["store"] += 1
             self.say("the store had exited: starting it again")
-            self.store.start()
+            self.store.start(timeout=120, restart_exits=True)
         if self.processor is not None and not self.processor.alive():
             self.crash_restarts["processor"] += 1
             self.say("the processor had exited: starting it again")

@@ -18,8 +18,8 @@ from agl_events.produce.lines import line_key
 from agl_events.produce.status import ingest_progress
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
+from agl_events.server.process import StoreProcess
 from tests.runner.agents import counting_agent
-from tests.server.server_process import Server
 
 BAD_LINES = {
     17: "{not json",
@@ -62,7 +62,7 @@ def _wait_ingested(settings: Settings, deadline_s: float = 180) -> None:
     raise AssertionError("the store did not ingest every task request")
 
 
-def _wait_succeeded(server: Server, count: int, deadline_s: float = 900) -> None:
+def _wait_succeeded(server: StoreProcess, count: int, deadline_s: float = 900) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         page = httpx.post(f"{server.base}/rollouts/search", json={"status_in": ["succeeded"], "limit": 1},
@@ -88,7 +88,7 @@ def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(setti
     assert before.returncode == 0, before.stderr
     assert _all_row(before.stdout) == (2 * 9995, 0, 2 * 9995)
 
-    server = Server(settings, tmp_path / "views", tmp_path / "server.log")
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
     server.start()
     try:
         for _ in range(600):  # SIGKILL the store once it has ingested some (how many is printed, not asserted)
@@ -138,7 +138,7 @@ def test_an_unreachable_bootstrap_is_one_line_not_a_traceback(command: list[str]
 
 def test_ten_thousand_lines_through_the_store_with_bad_ones(settings: Settings, tmp_path: Path) -> None:
     tasks, _ = _tasks_file(tmp_path)
-    server = Server(settings, tmp_path / "views", tmp_path / "server.log")
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
     server.start()
     try:
         done = subprocess.run(

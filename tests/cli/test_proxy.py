@@ -16,7 +16,7 @@ from agl_events.cli.main import app
 from agl_events.config import Settings
 from agl_events.llm.fake_backend import FakeBackend
 from agl_events.server.embedded import free_port
-from tests.server.server_process import Server
+from agl_events.server.process import StoreProcess
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
@@ -35,7 +35,7 @@ def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 60.0) -
 
 def test_the_proxy_command_serves_a_litellm_config(settings: Settings, tmp_path: Path) -> None:
     config = tmp_path / "litellm.yaml"
-    store = Server(settings, tmp_path / "views", tmp_path / "store.log")
+    store = StoreProcess(settings, tmp_path / "views", tmp_path / "store.log")
     with FakeBackend() as backend:
         config.write_text(f"model_list:\n  - model_name: policy\n    litellm_params:\n"
                           f"      model: hosted_vllm/{backend.model}\n      api_base: {backend.url}\n")

@@ -15,8 +15,8 @@ from agentlightning.store.client_server import LightningStoreClient
 
 from agl_events.config import Settings
 from agl_events.server.embedded import embedded_store_server
+from agl_events.server.process import StoreProcess
 from tests.reducers.workload import workload
-from tests.server.server_process import Server
 from tests.store import prompt
 
 
@@ -101,7 +101,7 @@ async def test_a_read_only_store_as_of_a_resources_version_serves_the_upstream_c
         await store.enqueue_rollout(input={"n": 2})
         await store.add_resources({"main": prompt("v2 {name}")})
 
-    server = Server(settings, tmp_path / "unused", tmp_path / "server.log", "--read-only", "--as-of-resources",
+    server = StoreProcess(settings, tmp_path / "unused", tmp_path / "server.log", "--read-only", "--as-of-resources",
                     version.resources_id)
     server.start()
     try:

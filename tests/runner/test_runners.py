@@ -18,10 +18,10 @@ from agl_events.runner.control import stop_request
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
 from agl_events.server.embedded import embedded_store_server
+from agl_events.server.process import StoreProcess
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent
-from tests.server.server_process import Server
 
 
 async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:
@@ -126,7 +126,7 @@ async def test_a_runner_rides_through_a_store_restart_and_reports_its_rollout(se
                                                                              tmp_path: Path) -> None:
     """The store is killed while the agent works and is back a moment later: the runner's report of the end
     is retried until it lands, so the rollout succeeds on its one attempt and the runner lives on."""
-    server = Server(settings, tmp_path / "views", tmp_path / "store.log")
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "store.log")
     server.start()
     pool = RunnerPool(RunnerConfig(settings=settings, store_url=f"http://127.0.0.1:{server.port}", agent="x"), 1,
                       agent=SlowOrFast())

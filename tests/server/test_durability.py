@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from agl_events.config import Settings
-from tests.server.server_process import Server
+from agl_events.server.process import StoreProcess
 
 
 def _span(rid: str, aid: str, seq: int) -> dict:
@@ -54,7 +54,7 @@ def _one_rollout(client: httpx.Client, base: str, ledger: Ledger) -> None:
         ledger.succeeded.add(crid)
 
 
-def _workload(server: Server, ledger: Ledger, seconds: float) -> int:
+def _workload(server: StoreProcess, ledger: Ledger, seconds: float) -> int:
     """Run rollouts for `seconds`, riding through kills (failed steps are simply not acknowledged)."""
     failures = 0
     end = time.monotonic() + seconds
@@ -69,7 +69,7 @@ def _workload(server: Server, ledger: Ledger, seconds: float) -> int:
 
 
 def test_kill9_mid_workload_loses_nothing_acknowledged(settings: Settings, tmp_path: Path) -> None:
-    server = Server(settings, tmp_path / "views", tmp_path / "server.log")
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
     ledger = Ledger()
     server.start()
     try:
@@ -91,7 +91,7 @@ def test_kill9_mid_workload_loses_nothing_acknowledged(settings: Settings, tmp_p
         server.stop()
 
 
-def _check_ledger(server: Server, ledger: Ledger) -> None:
+def _check_ledger(server: StoreProcess, ledger: Ledger) -> None:
     with httpx.Client(timeout=10) as client:
         base = server.base
         for rid in ledger.rollouts:

@@ -21,8 +21,8 @@ from agl_events.log.records import event
 from agl_events.reducers import REDUCERS
 from agl_events.server.app import create_app, server_for
 from agl_events.server.embedded import free_port
+from agl_events.server.process import StoreProcess
 from agl_events.store.memory import InMemoryLightningStore
-from tests.server.server_process import Server
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -32,13 +32,13 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def test_idle_server_uses_no_cpu_and_sigterm_ends_it_with_waiters_open(settings: Settings, tmp_path: Path) -> None:
-    server = Server(settings, tmp_path / "views", tmp_path / "server.log")
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
     server.start()
-    assert server.proc is not None
+    assert server.process is not None
     try:
-        before = _cpu_seconds(server.proc.pid)
+        before = _cpu_seconds(server.process.pid)
         time.sleep(10.0)
-        idle = (_cpu_seconds(server.proc.pid) - before) / 10.0
+        idle = (_cpu_seconds(server.process.pid) - before) / 10.0
         print(f"idle store server: {idle:.1%} of a core")
         assert idle < 0.02, f"an idle server used {idle:.1%} of a core"
 
@@ -62,8 +62,8 @@ def test_idle_server_uses_no_cpu_and_sigterm_ends_it_with_waiters_open(settings:
         time.sleep(0.5)
 
         started = time.monotonic()
-        server.proc.send_signal(signal.SIGTERM)
-        server.proc.wait(10)  # raises TimeoutExpired if it hangs
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(10)  # raises TimeoutExpired if it hangs
         print(f"SIGTERM to exit: {time.monotonic() - started:.2f} s")
         for waiter in waiters:
             waiter.join(5)
