@@ -181,9 +181,9 @@ class LocalBroker:
                 return self._report(None, _join("not running", *notes))
             message = "stopped"
             _signal(pid, signal.SIGTERM)
-            if not _wait_for_exit(pid, timeout):
+            if not wait_for_exit(pid, timeout):
                 _signal(pid, signal.SIGKILL)
-                _wait_for_exit(pid, 10.0)
+                wait_for_exit(pid, 10.0)
                 message = f"did not shut down within {timeout:g} s, killed"
             self.pid_file.unlink(missing_ok=True)
             return self._report(None, _join(f"{message} (pid {pid})", *notes))
@@ -198,7 +198,7 @@ class LocalBroker:
 
     def tail(self, n: int = 50) -> list[str]:
         """The last `n` lines of the broker's log (empty when it has never run)."""
-        return _tail_file(self.log_file, n)
+        return tail_file(self.log_file, n)
 
     def follow(self, poll_interval: float = 0.5) -> Iterator[str]:
         """Yield lines appended to the log from now on, across log rotations; never returns."""
@@ -215,7 +215,7 @@ class LocalBroker:
         pid = self._read_pid()
         if pid is None:
             return None
-        if _process_alive(pid) and self._is_our_broker(pid):
+        if process_alive(pid) and self._is_our_broker(pid):
             return pid
         self.pid_file.unlink(missing_ok=True)
         notes.append(f"removed stale pid file {self.pid_file} (process {pid} is gone)")
@@ -230,10 +230,10 @@ class LocalBroker:
 
     def _is_our_broker(self, pid: int) -> bool:
         """Guards against pid reuse: the process must be Kafka running our properties file."""
-        command_line = _command_line(pid)
-        if command_line is None:  # cannot tell (no /proc, no ps): trust the pid file
+        running = command_line(pid)
+        if running is None:  # cannot tell (no /proc, no ps): trust the pid file
             return True
-        return KAFKA_MAIN_CLASS in command_line and str(self.properties_file) in command_line
+        return KAFKA_MAIN_CLASS in running and str(self.properties_file) in running
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -334,7 +334,7 @@ class LocalBroker:
         """Poll until the broker answers; a process that dies meanwhile is reported with its log."""
         deadline = time.monotonic() + timeout
         while True:
-            if not _process_alive(pid):
+            if not process_alive(pid):
                 self.pid_file.unlink(missing_ok=True)
                 excerpt = self._log_excerpt()
                 raise BrokerError(f"the Kafka broker (pid {pid}) exited during startup.\n{excerpt}")
@@ -362,7 +362,7 @@ class LocalBroker:
         if errors:
             parts.append(f"--- errors in {self.log_file} ---\n" + "\n".join(errors))
         for path in (self.log_file, self.stdout_file):
-            lines = _tail_file(path, FAILURE_LOG_LINES)
+            lines = tail_file(path, FAILURE_LOG_LINES)
             if lines:
                 parts.append(f"--- last lines of {path} ---\n" + "\n".join(lines))
         return "\n".join(parts) or f"(no log output in {self.log_dir})"
@@ -439,10 +439,10 @@ def _java_major_version(java: str) -> int | None:
     return int(match.group(2) or 0) if major == 1 else major
 
 
-# ---------------------------------------------------------------------- process helpers
+# ---------------------------------------------------------------------- process helpers (agl-events up uses them too)
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie (an exited process nobody has reaped yet)."""
     child = _CHILDREN.get(pid)
     if child is not None and child.poll() is not None:
@@ -472,7 +472,7 @@ def _is_zombie(pid: int) -> bool:
     return all(stat.rsplit(")", 1)[-1].split()[0] == "Z" for stat in stats)
 
 
-def _command_line(pid: int) -> str | None:
+def command_line(pid: int) -> str | None:
     """The command line of `pid` from /proc (Linux) or `ps` (macOS); None when unavailable."""
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -489,9 +489,9 @@ def _signal(pid: int, signum: signal.Signals) -> None:
         os.kill(pid, signum)
 
 
-def _wait_for_exit(pid: int, timeout: float) -> bool:
+def wait_for_exit(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
-    while _process_alive(pid):
+    while process_alive(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
@@ -523,7 +523,7 @@ def _port_accepts(port: int) -> bool:
 # ---------------------------------------------------------------------- log helpers
 
 
-def _tail_file(path: Path, n: int, block_size: int = 65536) -> list[str]:
+def tail_file(path: Path, n: int, block_size: int = 65536) -> list[str]:
     """The last `n` lines of `path`, reading backwards so a 50 MB log costs one block or two."""
     if n <= 0 or not path.exists():
         return []
