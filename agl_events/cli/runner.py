@@ -33,6 +33,8 @@ def runner(
     store_url: StoreUrl = DEFAULT_STORE_URL,
     auth_token: AuthToken = None,
     max_rollouts: Annotated[int | None, typer.Option(help="Each runner exits after this many rollouts.")] = None,
+    name: Annotated[str, typer.Option(help="Runner ids are <name>-0, <name>-1, ...: give each command of an "
+                                      "experiment its own name (agl-events up does).")] = "runner",
 ) -> None:
     """Start N runners; Ctrl-C (or `agl-events runner stop`) lets them finish their rollout and exit."""
     if ctx.invoked_subcommand is not None:
@@ -47,7 +49,7 @@ def runner(
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     config = RunnerConfig(settings=cfg, store_url=experiment_url(store_url, cfg.experiment), agent=agent,
                           max_rollouts=max_rollouts)
-    pool = RunnerPool(config, n)
+    pool = RunnerPool(config, n, name=name)
     pool.start()
     console.print(f"started {n} runner(s) for experiment [bold]{cfg.experiment}[/] "
                   f"(store {config.store_url}); Ctrl-C stops them after their current rollout")
