@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,48 +20,27 @@ from types import TracebackType
 
 from agl_events.adapter.build import DEFAULT_ADAPTER
 from agl_events.config import Settings
+from agl_events.supervise.child import ChildProcess
 
 
-class WorkerProcess:
-    """One processor worker (`processors.views`, `processors.samples`) in a child process, own web port."""
+class WorkerProcess(ChildProcess):
+    """One processor worker (`processors.views`, `processors.samples`) in a child process, own web port; started
+    at once."""
 
     def __init__(self, settings: Settings, module: str, args: Sequence[str], log_file: Path,
                  web_port: int | None = None) -> None:
         self.port = web_port or free_port()
-        self.log_file = log_file
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        self._log = log_file.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGL_HOME": str(settings.home)}
         if settings.schema_registry_url:
             env["AGL_SCHEMA_REGISTRY_URL"] = settings.schema_registry_url
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", module, "--experiment", settings.experiment,
-             "--bootstrap", settings.bootstrap_servers, *args, "--web-port", str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-        )
+        super().__init__([sys.executable, "-m", module, "--experiment", settings.experiment,
+                          "--bootstrap", settings.bootstrap_servers, *args, "--web-port", str(self.port)],
+                         log_file, env=env)
+        self.start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, sig: int = signal.SIGTERM, grace: float = 30.0) -> int:
-        """Send `sig` (SIGTERM: a clean stop; SIGKILL: a crash) and wait; kill it after `grace` seconds."""
-        if self.alive():
-            self.process.send_signal(sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(grace)
-            if self.alive():
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
-        return self.process.returncode
-
-    def tail(self, lines: int = 40) -> str:
-        """The end of its log, to say why it failed."""
-        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
     def __enter__(self) -> WorkerProcess:
         return self
