@@ -16,6 +16,7 @@ from agl_events.cli.chaos import chaos
 from agl_events.cli.demo import demo
 from agl_events.cli.dlq import dlq_app
 from agl_events.cli.experiments import experiments_app
+from agl_events.cli.k8s import k8s_app
 from agl_events.cli.kafka import kafka_app
 from agl_events.cli.processor import processor
 from agl_events.cli.produce import produce_app
@@ -57,6 +58,7 @@ app.add_typer(apo_app, name="apo")
 app.add_typer(experiments_app, name="experiments")
 app.add_typer(replay_app, name="replay")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(k8s_app, name="k8s")
 app.command()(demo)
 app.command()(bench)
 app.command()(chaos)
