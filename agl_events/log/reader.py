@@ -81,6 +81,15 @@ class EventReader:
                     raise
                 time.sleep(0.1)
 
+    def cached_end_offsets(self) -> dict[Position, int]:
+        """The high watermark of each assigned partition as of the last fetch response (no broker request, so
+        a metrics scrape can ask every time); a partition not fetched yet counts as ending where it is read."""
+        ends: dict[Position, int] = {}
+        for position, read in self._positions.items():
+            high = self._consumer.get_watermark_offsets(TopicPartition(*position), cached=True)[1]
+            ends[position] = max(high, read)
+        return ends
+
     def caught_up_to(self, targets: Mapping[Position, int]) -> bool:
         return reached(self._positions, targets)
 

@@ -40,6 +40,8 @@ class EventWriter:
         self.producer_id = producer_id
         self._producer = make_producer(bootstrap, producer_id, **producer_overrides)
         self.backpressure = Backpressure()
+        #: Records `produce_raw` queued: the dead letters this process wrote (for metrics).
+        self.raw_produced = 0
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name=f"{producer_id}-poll", daemon=True)
         self._poller.start()
@@ -73,6 +75,7 @@ class EventWriter:
                     headers: dict[str, bytes]) -> None:
         """Fire-and-forget for the dead-letter path: bytes as they were, origin in headers."""
         self._producer.produce(topic, value=value, key=key, headers=list(headers.items()))
+        self.raw_produced += 1
 
     def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
         """Fire-and-forget append for high-volume streams (spans): returns once the events are queued.

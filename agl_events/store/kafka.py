@@ -32,6 +32,7 @@ from agl_events.store.ingester import Ingester
 from agl_events.store.service import EventSourcedStore
 from agl_events.topics import VIEW_TOPICS, Topic, topic_name
 from agl_events.views.rocks import RocksKV
+from agl_events.views.status_counts import StatusCountingKV
 from agl_events.views.store_view import StoreView
 
 log = logging.getLogger(__name__)
@@ -101,13 +102,14 @@ class KafkaLightningStore(EventSourcedStore):
         writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id)
         tasks_writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id,
                                    **{"batch.num.messages": 1, "linger.ms": 0})
-        view = StoreView(RocksKV(view_dir or settings.home / "views" / settings.experiment),
-                         on_ignored=dead_letter_ignored_to(writer, codec))
+        view_dir = view_dir or settings.home / "views" / settings.experiment
+        view = StoreView(StatusCountingKV(RocksKV(view_dir)), on_ignored=dead_letter_ignored_to(writer, codec))
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
                              dead_letter=dead_letter_to(writer),
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})
         store = cls(KafkaLog(writer, tasks_writer), view, Follower(reader, view), producer_id=producer_id,
                     scan_debounce_seconds=scan_debounce_seconds, clock=clock)
+        store.view_dir = view_dir
         store._ingester = Ingester(bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS),
                                    codec, store.ingest_task, dead_letter_to(writer), writer.flush)
         try:
@@ -121,6 +123,8 @@ class KafkaLightningStore(EventSourcedStore):
         return store
 
     _ingester: Ingester | None = None
+    #: The RocksDB folder of the view (set by open()).
+    view_dir: Path
 
     @property
     def ingester(self) -> Ingester:
@@ -141,3 +145,13 @@ class KafkaLightningStore(EventSourcedStore):
     def dead_lettered(self) -> int:
         """Undecodable records this store's reader sent to the dead-letter topic."""
         return cast(EventReader, self._follower.source).dead_lettered
+
+    @property
+    def dead_letters_written(self) -> int:
+        """Every record this store copied to the dead-letter topic: undecodable ones, events its view ignored,
+        invalid task requests."""
+        return cast(KafkaLog, self._log).writer.raw_produced
+
+    def log_ends(self) -> dict[tuple[str, int], int]:
+        """Where each partition the view follows ends, as of the reader's last fetch (asks the broker nothing)."""
+        return cast(EventReader, self._follower.source).cached_end_offsets()

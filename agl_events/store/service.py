@@ -94,6 +94,9 @@ class EventSourcedStore:
         self.failure: BaseException | None = None
         #: Called once with the error when the store turns unhealthy (the server exits on it).
         self.failure_listeners: list[Callable[[BaseException], None]] = []
+        #: Called with every batch the follower folded (the log in order, own events included; not the catch-up
+        #: on start): what metrics observe, on the event loop, so a listener must be quick.
+        self.fold_listeners: list[Callable[[list[LoggedEvent]], None]] = []
 
     # -- plumbing -------------------------------------------------------------------------------
     @property
@@ -137,6 +140,8 @@ class EventSourcedStore:
     def _on_folded(self, events: list[LoggedEvent]) -> None:
         """Every batch the follower folded: wake waiters, and treat spans others appended as heartbeats."""
         self.notify_applied(events)
+        for listener in self.fold_listeners:
+            listener(events)
         self._beats.update(dict.fromkeys((e.record["span"]["rollout_id"], e.record["span"]["attempt_id"])
                                          for e in events if e.kind == Kind.SPAN_ADDED
                                          and e.record["producer_id"] != self._producer_id))
