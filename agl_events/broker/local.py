@@ -238,12 +238,8 @@ class LocalBroker:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Serialize start/stop across processes, e.g. two commands that both `ensure_broker`."""
-        with self.lock_file.open("w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with file_lock(self.lock_file):
+            yield
 
     # ------------------------------------------------------------------ starting
 
@@ -253,7 +249,7 @@ class LocalBroker:
             (self.settings.local_port, "AGL_KAFKA_PORT"),
             (self.settings.local_controller_port, "AGL_KAFKA_CONTROLLER_PORT"),
         ):
-            if _port_free(port):
+            if port_free(port):
                 continue
             holder = "another program"
             if port == self.settings.local_port and probe(self.bootstrap, 2.0, port=port):
@@ -442,6 +438,17 @@ def _java_major_version(java: str) -> int | None:
 # ---------------------------------------------------------------------- process helpers (agl-events up uses them too)
 
 
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created) held by this process for the block, across processes."""
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def process_alive(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie (an exited process nobody has reaped yet)."""
     child = _CHILDREN.get(pid)
@@ -498,7 +505,7 @@ def wait_for_exit(pid: int, timeout: float) -> bool:
     return True
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
     """Whether we could listen on localhost:`port` (SO_REUSEADDR, as the JVM binds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -27,6 +27,7 @@ from agl_events.cli.samples import samples
 from agl_events.cli.schemas import schemas_app
 from agl_events.cli.store import store
 from agl_events.cli.topics import topics_app
+from agl_events.cli.up import down, status, supervise, up
 from agl_events.config import Settings
 from agl_events.log.kafka_config import CONFIG_FILE_ENV, KafkaConfigError, connection_config
 
@@ -66,6 +67,10 @@ app.command()(store)
 app.command()(processor)
 app.command()(samples)
 app.command()(proxy)
+app.command()(up)
+app.command()(status)
+app.command()(down)
+app.command(hidden=True)(supervise)
 
 
 @app.callback()

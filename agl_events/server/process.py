@@ -49,10 +49,11 @@ class StoreProcess(ChildProcess):
         raise TimeoutError(f"the store server is not ready; the end of {self.log_file}:\n{self.tail(60)}")
 
 
-def store_ready(url: str, timeout: float = 5.0) -> bool:
+def store_ready(url: str, timeout: float = 5.0, auth_token: str | None = None) -> bool:
     """Whether the store server at `url` answers for its default experiment: its view has caught up with the
     log (statistics touch the store, which answers nothing before that), not merely that it listens."""
+    headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
     try:
-        return httpx.get(f"{url}/v1/agl/statistics", timeout=timeout).status_code == 200
+        return httpx.get(f"{url}/v1/agl/statistics", timeout=timeout, headers=headers).status_code == 200
     except httpx.HTTPError:
         return False

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -70,10 +71,16 @@ class ChildProcess:
     def stop(self, sig: int = signal.SIGTERM, grace: float = 30.0) -> int | None:
         """Send `sig` (SIGTERM: a clean stop) and wait; SIGKILL after `grace` seconds. Returns the exit status."""
         if self.alive():
-            assert self.process is not None
             self.send(sig)
+        return self.finish(time.monotonic() + grace)
+
+    def finish(self, deadline: float) -> int | None:
+        """Wait for it to exit until `deadline` (time.monotonic), SIGKILL it then; returns the exit status. Several
+        children stopping together each get `send` first, then `finish` with one deadline."""
+        if self.alive():
+            assert self.process is not None
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(grace)
+                self.process.wait(max(0.0, deadline - time.monotonic()))
             if self.alive():
                 self.kill9()
         self.reap()

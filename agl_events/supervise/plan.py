@@ -77,6 +77,8 @@ class Plan(BaseModel):
     folder: Path
     #: `up` started the local broker, so `down` stops it; a broker that was already running is left alone.
     broker_started: bool = False
+    #: Seconds each kind of process gets to stop after SIGTERM before SIGKILL (runners finish their rollout).
+    stop_grace: float = Field(30.0, gt=0)
     processes: list[ProcessSpec]
 
     def command(self, spec: ProcessSpec, python: str) -> list[str]:
@@ -96,7 +98,8 @@ def store_url(port: int) -> str:
 
 
 def build_plan(options: UpOptions, *, experiment: str, bootstrap: str, home: Path, folder: Path,
-               free_port: Callable[[], int], advertise: bool = False, broker_started: bool = False) -> Plan:
+               free_port: Callable[[], int], advertise: bool = False, broker_started: bool = False,
+               stop_grace: float = 30.0) -> Plan:
     """The processes for `options`. `free_port` hands out the workers' web ports; `advertise`: the store command
     takes `--advertise-url` (several stores sharing an experiment tell each other where they are)."""
     stores = []
@@ -130,4 +133,4 @@ def build_plan(options: UpOptions, *, experiment: str, bootstrap: str, home: Pat
             args=["runner", "--agent", options.agent, "-n", "1", "--store-url", stores[i % options.stores].url or "",
                   "--name", f"runner-{i}"]))
     return Plan(experiment=experiment, bootstrap=bootstrap, home=home, folder=folder, broker_started=broker_started,
-                processes=processes)
+                stop_grace=stop_grace, processes=processes)

@@ -1,0 +1,138 @@
+"""What `agl-events status` reads, from Kafka and a store; it needs no supervisor (without one it shows these
+alone).
+
+- consumer lag per group and partition: each group's committed offsets (AdminClient) against the partitions'
+  end offsets. The experiment's groups are the store's task-request ingest, the processor and samples
+  workers, and the trainer's default group. The runners' share group is not among them: the admin client
+  (confluent-kafka 2.16) cannot describe share groups; the queue shows as rollouts `queuing` instead.
+- the end offsets of the span and samples topics, whose differences between two snapshots are spans/s and
+  samples/s;
+- from the store: rollouts by status (one count query per status, `limit=1`) and the latest resources.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import get_args
+
+import httpx
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from pydantic import BaseModel
+
+from agl_events.log.clients import make_admin, make_consumer
+from agl_events.log.offsets import partitions_of, watermarks
+from agl_events.runner.tasks import share_group
+from agl_events.samples.stream import default_group
+from agl_events.server.client import experiment_url
+from agl_events.store.ingester import ingest_group
+from agl_events.supervise.state import UpState
+from agl_events.topics import Topic, topic_name
+from agl_events.types import RolloutStatus
+
+
+class PartitionLag(BaseModel):
+    group: str
+    role: str
+    topic: str
+    partition: int
+    committed: int
+    end: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+class StoreFigures(BaseModel):
+    url: str
+    rollouts: dict[str, int] = {}
+    resources_id: str | None = None
+    resources_version: int | None = None
+    error: str | None = None
+
+
+class Snapshot(BaseModel):
+    experiment: str
+    taken_at: float
+    #: The supervisor's state, None when no supervisor runs for the experiment.
+    state: UpState | None = None
+    lags: list[PartitionLag] = []
+    #: Groups with nothing to show, and why.
+    group_notes: dict[str, str] = {}
+    #: Sums of the end offsets of the span and the samples topic: records ever appended.
+    spans_end: int = 0
+    samples_end: int = 0
+    store: StoreFigures | None = None
+    kafka_error: str | None = None
+
+
+def experiment_groups(experiment: str) -> dict[str, str]:
+    """group -> its role, for the consumer groups of `experiment`."""
+    from processors.samples import app_id as samples_app  # imports faust: only status pays for it
+    from processors.views import app_id as processor_app
+
+    return {ingest_group(experiment): "store: task-requests ingest", processor_app(experiment): "processor workers",
+            samples_app(experiment): "samples workers", default_group(experiment): "trainer (SampleStream)"}
+
+
+def take(bootstrap: str, experiment: str, store_url: str | None, state: UpState | None, *,
+         auth_token: str | None = None, timeout: float = 5.0) -> Snapshot:
+    """One snapshot; what cannot be read (Kafka, the store) is an error line in it, not an exception."""
+    snapshot = Snapshot(experiment=experiment, taken_at=time.time(), state=state)
+    try:
+        _read_kafka(snapshot, bootstrap, timeout)
+    except (KafkaException, RuntimeError) as exc:
+        snapshot.kafka_error = str(exc)
+    if store_url is not None:
+        snapshot.store = store_figures(store_url, experiment, auth_token, timeout)
+    return snapshot
+
+
+def _read_kafka(snapshot: Snapshot, bootstrap: str, timeout: float) -> None:
+    experiment = snapshot.experiment
+    consumer = make_consumer(bootstrap, None)
+    try:
+        ends = watermarks(consumer, partitions_of(consumer, [topic_name(experiment, Topic.SPANS),
+                                                             topic_name(experiment, Topic.SAMPLES)], timeout), timeout)
+        groups = experiment_groups(experiment)
+        admin = make_admin(bootstrap)
+        asked = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g) for g in groups],
+                                                  request_timeout=timeout)
+        committed = {(group, tp.topic, tp.partition): tp.offset
+                     for group, future in asked.items() for tp in future.result().topic_partitions or []
+                     if tp.offset >= 0}
+        for position in {(topic, partition) for _, topic, partition in committed} - set(ends):
+            ends.update(watermarks(consumer, [position], timeout))
+    finally:
+        consumer.close()
+    spans = topic_name(experiment, Topic.SPANS)
+    snapshot.spans_end = sum(end for (topic, _), (_, end) in ends.items() if topic == spans)
+    snapshot.samples_end = sum(end for (topic, _), (_, end) in ends.items() if topic != spans)
+    snapshot.lags = [PartitionLag(group=group, role=groups[group], topic=topic, partition=partition, committed=offset,
+                                  end=ends[(topic, partition)][1])
+                     for (group, topic, partition), offset in sorted(committed.items())]
+    held = {lag.group for lag in snapshot.lags}
+    snapshot.group_notes = {group: f"{role}: no committed offsets (not running yet, or nothing consumed)"
+                            for group, role in groups.items() if group not in held}
+    snapshot.group_notes[share_group(experiment)] = ("runners (share group): not shown, the admin client cannot "
+                                                     "describe share groups; the queue is the rollouts `queuing`")
+
+
+def store_figures(url: str, experiment: str, auth_token: str | None = None, timeout: float = 5.0) -> StoreFigures:
+    """Rollouts by status and the latest resources, from the store at `url`."""
+    figures = StoreFigures(url=url)
+    headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+    base = f"{experiment_url(url, experiment)}/v1/agl"
+    try:
+        with httpx.Client(base_url=base, timeout=timeout, headers=headers) as http:
+            for status in get_args(RolloutStatus):
+                response = http.get("/rollouts", params={"status_in": status, "limit": 1})
+                response.raise_for_status()
+                figures.rollouts[status] = int(response.json()["total"])
+            latest = http.get("/resources/latest")
+            latest.raise_for_status()
+            if (found := latest.json()) is not None:
+                figures.resources_id, figures.resources_version = found["resources_id"], found["version"]
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        figures.error = f"{type(exc).__name__}: {exc}"
+    return figures
