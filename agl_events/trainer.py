@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from agl_events.adapter.build import AdapterSpec, build_adapter, spec_string
 from agl_events.agent import LitAgent
 from agl_events.algorithm import Algorithm, AlgorithmContext, Baseline, SplitResult
+from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
@@ -84,7 +85,9 @@ class Trainer:
         bootstrap = await asyncio.to_thread(ensure_broker, self.settings)
         settings = self.settings_used = self.settings.model_copy(update={"bootstrap": bootstrap})
         view_dir = self.view_dir or Path(tempfile.mkdtemp(prefix="agl-trainer-"))
-        async with embedded_store_server(settings, view_dir, host=self.host, port=self.port) as (store, url):
+        metrics = TrainerMetrics(settings.experiment)
+        async with embedded_store_server(settings, view_dir, host=self.host, port=self.port,
+                                         trainer=metrics) as (store, url):
             self.store_url = url
             pool: RunnerPool | None = None
             samples: list[WorkerProcess] = []
@@ -98,7 +101,7 @@ class Trainer:
                 log.info("store for runners: %s", url)
                 with _progress_bar(self.progress) as on_progress:
                     ctx = AlgorithmContext(store, self.adapter, self.rollout_config, on_progress=on_progress,
-                                           settings=settings, store_url=url,
+                                           settings=settings, store_url=url, trainer_metrics=metrics,
                                            on_sample_stream=lambda: self._start_samples(settings, samples))
                     return await algorithm.run(ctx, train, val)
             finally:

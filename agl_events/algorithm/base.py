@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agl_events.adapter.base import TraceAdapter
+from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.config import Settings
 from agl_events.emitter.reward import find_final_reward
 from agl_events.events.codec import AvroCodec
@@ -67,6 +68,8 @@ class AlgorithmContext:
     store_url: str | None = None
     #: Called when an algorithm first asks for a sample stream: the Trainer starts its samples worker then.
     on_sample_stream: Callable[[], None] | None = None
+    #: Counts the steps the sample streams hand out (the Trainer serves them on its store's /metrics and /ui).
+    trainer_metrics: TrainerMetrics | None = None
 
     async def publish_resources(self, resources: NamedResources) -> ResourcesUpdate:
         """A new resources version (a prompt template, a model version): the next generation, and the one
@@ -103,7 +106,8 @@ class AlgorithmContext:
             self.on_sample_stream()
         return SampleStream(self.settings.bootstrap_servers, self.settings.experiment,
                             AvroCodec.from_url(self.settings.schema_registry_url), policy, group=group,
-                            current_generation=self.current_generation)
+                            current_generation=self.current_generation,
+                            on_batch=None if self.trainer_metrics is None else self.trainer_metrics.observe_batch)
 
     async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None,
                         timeout: float | None = None) -> SplitResult:

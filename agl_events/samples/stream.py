@@ -44,7 +44,10 @@ class SampleStream:
 
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, policy: BatchPolicy | None = None, *,
                  group: str | None = None, current_generation: CurrentGeneration = _no_generation,
-                 poll_timeout: float = 0.2, **consumer_overrides: Any) -> None:
+                 poll_timeout: float = 0.2, on_batch: Callable[[SampleBatch], None] | None = None,
+                 **consumer_overrides: Any) -> None:
+        """`on_batch` hears of each batch handed out (the trainer's metrics count steps with it)."""
+        self._on_batch = on_batch
         self.policy = policy or BatchPolicy()
         self.group = group or default_group(experiment)
         self.topic = topic_name(experiment, Topic.SAMPLES)
@@ -67,6 +70,12 @@ class SampleStream:
 
     async def next_batch(self, timeout: float | None = None, partial: bool = False) -> SampleBatch | None:
         """The next full batch; after `timeout` seconds, None (or what is ready, if `partial`)."""
+        batch = await self._take(timeout, partial)
+        if batch is not None and self._on_batch is not None:
+            self._on_batch(batch)
+        return batch
+
+    async def _take(self, timeout: float | None, partial: bool) -> SampleBatch | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             current = await self._current_generation()

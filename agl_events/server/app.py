@@ -17,6 +17,7 @@ from typing import Annotated
 import uvicorn
 from fastapi import Depends, FastAPI, Path, Request
 
+from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.server.auth import AuthMiddleware, AuthTokens
 from agl_events.server.errors import StoreErrorMiddleware
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores, StoreFactory
@@ -30,6 +31,8 @@ from agl_events.server.metrics import (
 )
 from agl_events.server.otlp import create_otlp_router
 from agl_events.server.routes import create_agl_router
+from agl_events.server.store_figures import StoreFigures
+from agl_events.server.ui import create_ui_router
 from agl_events.store.base import LightningStore
 
 DEFAULT_PORT = 4747
@@ -44,19 +47,22 @@ logger = logging.getLogger("agl_events.server")
 
 def create_app(
     store_for: StoreFactory, default_experiment: str = "default", *, metrics: HttpMetrics | None = None,
-    auth: AuthTokens | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+    auth: AuthTokens | None = None, max_body_bytes: int = MAX_BODY_BYTES, trainer: TrainerMetrics | None = None,
 ) -> FastAPI:
     """Build the app. `store_for(name)` is awaited once per experiment, on that experiment's first request.
 
     `metrics` lets a caller share a Prometheus registry; by default the app gets a fresh one (with process
     collectors), served at `/metrics`. Stores with a `close()` are closed when the app shuts down. `auth`
     asks for bearer tokens (`server.auth`); without it every route is open. A request body over
-    `max_body_bytes` is a 413 before it is read (`server.limits`).
+    `max_body_bytes` is a 413 before it is read (`server.limits`). Each experiment's figures (`server.store_figures`)
+    are in `/metrics` and on `/ui`, with `trainer`'s if a trainer runs in this process.
     """
     experiments = ExperimentStores(store_for, default_experiment)
     metrics = metrics or HttpMetrics.with_default_collectors()
     metrics.registry.register(StoreHealthCollector(experiments))
     metrics.registry.register(BackpressureCollector(experiments))
+    figures = StoreFigures(metrics.registry, experiments, trainer)
+    experiments.open_listeners.append(figures.attach)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -80,7 +86,7 @@ def create_app(
 
     agl = create_agl_router(experiment_store, store_failure)
     otlp = create_otlp_router(experiment_store)
-    for router in (agl, otlp):
+    for router in (agl, otlp, create_ui_router(experiments, figures)):
         app.include_router(router)
         app.include_router(router, prefix=EXPERIMENT_PREFIX, dependencies=[Depends(valid_experiment)])
     app.include_router(create_metrics_router(metrics))

@@ -10,7 +10,7 @@ probes carry no secrets.
 A client presents the token as `Authorization: Bearer <token>`, or as the password of HTTP basic auth
 (any user name): Agent Lightning's `LightningStoreClient` cannot set headers, but aiohttp sends the
 credentials of a URL such as `http://agl:<token>@host:4747`, and so does the OTLP exporter (requests).
-Tokens are compared in constant time.
+Tokens are compared in constant time. The `/ui` page also takes `?token=<token>` (`query_token`).
 
 The check is an ASGI middleware ahead of routing, so no route can be added without it.
 """
@@ -25,14 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 #: Paths that never need a token.
 OPEN_PATHS = frozenset({"/health"})
 _EXPERIMENT_PATH = "/experiments/"
-#: Root paths that address the default experiment (Agent Lightning's API and OTLP).
-_DEFAULT_EXPERIMENT_PATHS = ("/v1/",)
+#: Root paths that address the default experiment (Agent Lightning's API and OTLP, the `/ui` page's data).
+_DEFAULT_EXPERIMENT_PATHS = ("/v1/", "/ui/")
+#: The page a browser opens (`server.ui`): it cannot send a header, so a `token` query parameter is taken.
+_UI_PAGE, _UI_DATA = "/ui", "/ui/data.json"
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,21 @@ def experiment_of(path: str, default_experiment: str) -> str | None:
     it (the segment after `/experiments/`), so the token checked is the one of the experiment served."""
     if path.startswith(_EXPERIMENT_PATH):
         return path[len(_EXPERIMENT_PATH):].split("/", 1)[0]
-    if path.startswith(_DEFAULT_EXPERIMENT_PATHS):
+    if path.startswith(_DEFAULT_EXPERIMENT_PATHS) or path == _UI_PAGE:
         return default_experiment
     return None
+
+
+def query_token(scope: Scope) -> str | None:
+    """The `token` query parameter, for the `/ui` page and its data only: a browser opening the page cannot
+    send a header. It shows in the address bar and in access logs, so it is refused everywhere else."""
+    path = scope["path"]
+    if path.startswith(_EXPERIMENT_PATH):  # /experiments/<name>/ui...: the part after the experiment's name
+        path = "/" + path[len(_EXPERIMENT_PATH):].partition("/")[2]
+    if path not in (_UI_PAGE, _UI_DATA):
+        return None
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+    return values[-1] if values else None
 
 
 def presented_token(authorization: str | None) -> str | None:
@@ -120,7 +135,7 @@ class AuthMiddleware:
         if required is None:
             await self.app(scope, receive, send)
             return
-        presented = presented_token(_header(scope, b"authorization"))
+        presented = presented_token(_header(scope, b"authorization")) or query_token(scope)
         if token_matches(presented, required):
             await self.app(scope, receive, send)
             return

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.config import Settings
 from agl_events.server.app import create_app, server_for
 from agl_events.server.auth import AuthTokens
@@ -32,18 +33,21 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @asynccontextmanager
 async def embedded_store_server(settings: Settings, view_dir: Path, *, host: str = "127.0.0.1",
-                                port: int | None = None, scan_debounce_seconds: float = 10.0
+                                port: int | None = None, scan_debounce_seconds: float = 10.0,
+                                trainer: TrainerMetrics | None = None
                                 ) -> AsyncIterator[tuple[KafkaLightningStore, str]]:
     """Yield (store, URL of its experiment on the server); both are closed on exit. With `settings.auth_token`
-    set the server asks for it (the Trainer's runners and proxy send it from the same settings)."""
+    set the server asks for it (the Trainer's runners and proxy send it from the same settings). `trainer`'s
+    figures are served with the store's (`/metrics`, `/ui`)."""
     store = await KafkaLightningStore.open(settings, view_dir=view_dir, scan_debounce_seconds=scan_debounce_seconds)
-    async with serving(store, settings.experiment, host=host, port=port, auth=AuthTokens(settings.store_token)) as url:
+    async with serving(store, settings.experiment, host=host, port=port, auth=AuthTokens(settings.store_token),
+                       trainer=trainer) as url:
         yield store, url
 
 
 @asynccontextmanager
 async def serving(store: S, experiment: str, *, host: str = "127.0.0.1", port: int | None = None,
-                  auth: AuthTokens | None = None) -> AsyncIterator[str]:
+                  auth: AuthTokens | None = None, trainer: TrainerMetrics | None = None) -> AsyncIterator[str]:
     """Serve `store` as `experiment` over HTTP in this event loop; yield its URL. Closes the store on exit."""
     async def store_for(name: str) -> S:
         if name != experiment:
@@ -51,7 +55,9 @@ async def serving(store: S, experiment: str, *, host: str = "127.0.0.1", port: i
         return store
 
     port = port or free_port(host)
-    server = server_for(create_app(store_for, experiment, auth=auth), host, port, log_level="warning")
+    app = create_app(store_for, experiment, auth=auth, trainer=trainer)
+    await app.state.experiments.get(experiment)  # opened now, not on the first request: figures from the start
+    server = server_for(app, host, port, log_level="warning")
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # the host program owns signals
     served = asyncio.create_task(server.serve())
     try:

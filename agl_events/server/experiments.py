@@ -45,6 +45,8 @@ class ExperimentStores:
         self._creating: dict[str, asyncio.Future[LightningStore]] = {}
         #: Called with (experiment, error) when an opened store stops serving (the server exits on it).
         self.on_failure: Callable[[str, BaseException], None] = lambda name, error: None
+        #: Called with (experiment, store) when a store is opened, before it answers anything (metrics attach).
+        self.open_listeners: list[Callable[[str, LightningStore], None]] = []
 
     def resolve_name(self, name: str | None) -> str:
         """The experiment a request addresses (None = the default one); 404 with the rule if illegal."""
@@ -77,6 +79,8 @@ class ExperimentStores:
             listeners = getattr(store, "failure_listeners", None)
             if listeners is not None:
                 listeners.append(lambda error: self.on_failure(name, error))
+            for listener in self.open_listeners:
+                listener(name, store)
             self._stores[name] = store
             return store
         finally:
