@@ -85,12 +85,12 @@ def up(
                       "shows it, `agl-events down` stops it")
         raise typer.Exit(130) from exc
     table = Table(title=f"experiment {plan.experiment} is up (supervisor pid {supervisor.pid})", title_justify="left")
-    for column in ("process", "address", "log"):
+    for column in ("process", "address"):
         table.add_column(column)
     for spec in plan.processes:
-        table.add_row(spec.name, spec.url or "", str(plan.log_file(spec.name)))
+        table.add_row(spec.name, spec.url or "")
     console.print(table)
-    console.print("`agl-events status [--watch]` shows it live, `agl-events down` stops everything")
+    console.print(f"logs in {paths.logs}; `agl-events status [--watch]` shows it live, `agl-events down` stops it")
 
 
 def status(

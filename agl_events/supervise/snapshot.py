@@ -93,21 +93,22 @@ def _read_kafka(snapshot: Snapshot, bootstrap: str, timeout: float) -> None:
     consumer = make_consumer(bootstrap, None)
     try:
         ends = watermarks(consumer, partitions_of(consumer, [topic_name(experiment, Topic.SPANS),
-                                                             topic_name(experiment, Topic.SAMPLES)], timeout), timeout)
+                                                             topic_name(experiment, Topic.SAMPLES)], timeout),
+                          timeout)
         groups = experiment_groups(experiment)
         admin = make_admin(bootstrap)
-        asked = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g) for g in groups],
-                                                  request_timeout=timeout)
+        asked = [admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+                 for group in groups]  # one group per request: the client takes no more
         committed = {(group, tp.topic, tp.partition): tp.offset
-                     for group, future in asked.items() for tp in future.result().topic_partitions or []
-                     if tp.offset >= 0}
+                     for futures in asked for group, future in futures.items()
+                     for tp in future.result().topic_partitions or [] if tp.offset >= 0}
         for position in {(topic, partition) for _, topic, partition in committed} - set(ends):
             ends.update(watermarks(consumer, [position], timeout))
     finally:
         consumer.close()
-    spans = topic_name(experiment, Topic.SPANS)
+    spans, samples = topic_name(experiment, Topic.SPANS), topic_name(experiment, Topic.SAMPLES)
     snapshot.spans_end = sum(end for (topic, _), (_, end) in ends.items() if topic == spans)
-    snapshot.samples_end = sum(end for (topic, _), (_, end) in ends.items() if topic != spans)
+    snapshot.samples_end = sum(end for (topic, _), (_, end) in ends.items() if topic == samples)
     snapshot.lags = [PartitionLag(group=group, role=groups[group], topic=topic, partition=partition, committed=offset,
                                   end=ends[(topic, partition)][1])
                      for (group, topic, partition), offset in sorted(committed.items())]

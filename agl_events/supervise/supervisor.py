@@ -19,7 +19,7 @@ from collections.abc import Callable
 from agl_events.broker.local import LocalBroker
 from agl_events.config import Settings
 from agl_events.supervise.backoff import Backoff, BackoffPolicy
-from agl_events.supervise.child import ChildProcess, rotate
+from agl_events.supervise.child import ChildProcess, describe_exit, rotate
 from agl_events.supervise.plan import STOP_ORDER, Plan
 from agl_events.supervise.state import ProcessState, UpPaths, UpState
 
@@ -78,7 +78,7 @@ class Supervisor:
                 restart_at = backoff.exited(now)
                 process.status, process.last_exit, process.pid = "restarting", child.returncode, None
                 process.restart_at = time.time() + (restart_at - now)
-                self.say(f"{process.name} exited with status {child.returncode}; starting it again in "
+                self.say(f"{process.name} exited ({describe_exit(child.returncode)}); starting it again in "
                          f"{restart_at - now:g} s (log {process.log})")
                 changed = True
             elif process.status == "restarting" and backoff.due(now):
@@ -116,7 +116,7 @@ class Supervisor:
                 exit_status = child.finish(deadline)
                 if process.status == "stopping":
                     process.last_exit = exit_status
-                    stopped.append(f"{name} (pid {was}, exit status {exit_status})")
+                    stopped.append(f"{name} (pid {was}, exit {describe_exit(exit_status)})")
                 process.status, process.pid, process.restart_at = "stopped", None, None
             self._save()
         if self.plan.broker_started:

@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from agl_events.supervise.child import describe_exit
 from agl_events.supervise.snapshot import Snapshot
 from agl_events.supervise.state import UpState
 
@@ -42,7 +43,7 @@ def processes_table(state: UpState, now: float) -> Table:
         if status == "restarting" and process.restart_at is not None:
             status += f" in {max(0.0, process.restart_at - now):.0f} s"
         table.add_row(process.name, _text(process.pid), Text(status, style=_STATUS_STYLE[process.status]),
-                      str(process.restarts), uptime, _text(process.last_exit), process.url or "")
+                      str(process.restarts), uptime, describe_exit(process.last_exit), process.url or "")
     return table
 
 

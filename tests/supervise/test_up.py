@@ -1,0 +1,120 @@
+"""`agl-events up | status | down` on the test broker: two stores, a processor, the samples worker and a runner
+come up under a supervisor; rollouts enqueued through a store succeed; a SIGKILLed runner is started again and
+counted; status shows the processes and the lag; a second `up` adds nothing; `down` leaves no process behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agl_events.broker.local import port_free, process_alive
+from agl_events.server.process import store_ready
+from agl_events.supervise.state import UpPaths, UpState
+from processors.background import free_port
+
+pytestmark = pytest.mark.kafka
+AGENT = "agl_events.chaos.agent:chaos_agent"
+
+
+def _two_free_ports() -> int:
+    while not port_free((port := free_port()) + 1):
+        pass
+    return port
+
+
+def _cli(bootstrap: str, experiment: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGL_KAFKA_BOOTSTRAP": bootstrap, "COLUMNS": "220"}  # the test broker, not a broker of home's
+    return subprocess.run([sys.executable, "-m", "agl_events", "--experiment", experiment, "--home", str(home), *args],
+                          capture_output=True, text=True, timeout=240, env=env)
+
+
+def _state(paths: UpPaths) -> UpState:
+    state = paths.read_state()
+    assert state is not None
+    return state
+
+
+def _until(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.3)
+
+
+def _succeeded(store: str) -> int:
+    response = httpx.get(f"{store}/v1/agl/rollouts", params={"status_in": "succeeded", "limit": 1}, timeout=10)
+    return int(response.json()["total"])
+
+
+def test_up_status_restart_down(bootstrap: str, experiment: str, tmp_path: Path) -> None:
+    home, port = tmp_path / "home", _two_free_ports()
+    paths = UpPaths(home, experiment)
+    up = _cli(bootstrap, experiment, home, "up", "--stores", "2", "--processors", "1", "--runners", "1", "--agent",
+              AGENT, "--store-port", str(port), "--stop-timeout", "15")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        store_0, store_1 = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"
+        assert store_ready(store_0) and store_ready(store_1)  # `up` returned once both answer
+        state = _state(paths)
+        assert [p.name for p in state.processes] == ["store-0", "store-1", "processor-0", "samples", "runner-0"]
+        assert not state.broker_started and state.bootstrap == bootstrap
+
+        batch = [{"input": {"i": i, "step_seconds": 0.01}} for i in range(3)]
+        httpx.post(f"{store_0}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch}, timeout=30
+                   ).raise_for_status()
+        _until(lambda: _succeeded(store_0) == 3, "3 rollouts succeeded")
+
+        [runner] = [p for p in state.processes if p.name == "runner-0"]
+        assert runner.pid is not None
+        os.kill(runner.pid, signal.SIGKILL)
+        _until(lambda: (r := _state(paths).processes[4]).restarts == 1 and r.status == "up" and r.pid != runner.pid,
+               "the runner started again")
+        again = _state(paths).processes[4]
+        assert again.last_exit == -signal.SIGKILL
+        httpx.post(f"{store_0}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch[:1]}, timeout=30
+                   ).raise_for_status()
+        _until(lambda: _succeeded(store_0) == 4, "the new runner ran a rollout")
+
+        status = _cli(bootstrap, experiment, home, "status", "--interval", "0.5")
+        assert status.returncode == 0, status.stdout + status.stderr
+        out = status.stdout
+        assert f"supervisor pid {state.supervisor_pid}" in out
+        runner_row = next(line for line in out.splitlines() if "runner-0" in line)
+        assert str(again.pid) in runner_row and "SIGKILL" in runner_row and " 1 " in runner_row
+        assert "succeeded 4" in out
+        lag_rows = [line for line in out.splitlines() if f"agl-processor-{experiment}" in line
+                    and f"agl.{experiment}.rollouts" in line]
+        assert lag_rows, out  # the processor group's committed offsets against the partitions' ends
+
+        second = _cli(bootstrap, experiment, home, "up", "--runners", "0")
+        assert second.returncode == 0 and "already up" in second.stdout, second.stdout + second.stderr
+        assert _state(paths).supervisor_pid == state.supervisor_pid
+
+        pids = [state.supervisor_pid, again.pid] + [p.pid for p in state.processes if p.name != "runner-0"]
+        down = _cli(bootstrap, experiment, home, "down")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert [line.split()[1] for line in down.stdout.splitlines()] == [
+            "runner-0", "samples", "processor-0", "store-0", "store-1"]
+        assert not [pid for pid in pids if pid is not None and process_alive(pid)]
+        assert not paths.pid_file.exists()
+        assert all(p.status == "stopped" and p.pid is None for p in _state(paths).processes)
+        assert "nothing is up" in _cli(bootstrap, experiment, home, "down").stdout
+    finally:
+        _leave_nothing_running(paths)
+
+
+def _leave_nothing_running(paths: UpPaths) -> None:
+    """After a failure: the supervisor and its children's process groups killed, so no test leaves processes."""
+    state, pid = paths.read_state(), paths.supervisor_pid()
+    for target in ([pid] if pid else []) + [p.pid for p in (state.processes if state else []) if p.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(target, signal.SIGKILL)
