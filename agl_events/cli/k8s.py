@@ -36,7 +36,8 @@ def topics(
         options = TopicOptions(experiment=settings(ctx).experiment, cluster=cluster, replicas=replicas,
                                min_insync_replicas=min_insync_replicas)
     except ValidationError as exc:
-        raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="--min-insync-replicas") from exc
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise typer.BadParameter(message, param_hint="--min-insync-replicas") from exc
     text = render_topics(options)
     if out is None:
         typer.echo(text, nl=False)
