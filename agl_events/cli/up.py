@@ -18,8 +18,9 @@ from agl_events.cli.context import DEFAULT_STORE_URL, settings
 from agl_events.runner.agents import load_agent
 from agl_events.server.app import DEFAULT_PORT
 from agl_events.supervise import launch, snapshot
+from agl_events.supervise.paths import UpPaths
 from agl_events.supervise.plan import Kind, UpOptions
-from agl_events.supervise.state import UpPaths, UpState
+from agl_events.supervise.state import UpState
 from agl_events.supervise.supervisor import supervise as run_supervisor
 from agl_events.supervise.view import render
 

@@ -1,7 +1,7 @@
 """`agl-events up | status | down`: an experiment's processes on one machine, supervised.
 
-`plan` (what to run, from the options), `backoff` (when to restart a crashed process) and `view` (the status
-tables) are pure; `child` (a process with its log), `supervisor` (the loop that starts, restarts and stops
-them), `launch` (up and down from the command line) and `snapshot` (what status reads from Kafka and the
-stores) do the work.
+Pure: `plan` (what to run, from the options), `backoff` (when to start a crashed process again), `state` (what
+the supervisor records and status shows) and `view` (status's tables). The work: `child` (a process with its
+log), `paths` (the experiment's files and the supervisor's pid), `supervisor` (the loop that starts, restarts and
+stops), `launch` (up and down from the command line) and `snapshot` (what status reads from Kafka and a store).
 """

@@ -107,13 +107,3 @@ def rotate(log_file: Path, max_bytes: int, keep: int = 3) -> None:
             older.replace(log_file.with_name(f"{log_file.name}.{n + 1}"))
     log_file.replace(log_file.with_name(f"{log_file.name}.1"))
 
-
-def describe_exit(code: int | None) -> str:
-    """An exit status as people read it: the number, or the name of the signal that ended the process (SIGKILL for
-    -9; a store that stopped cleanly on SIGTERM says SIGTERM, as uvicorn raises the signal again once it is done)."""
-    if code is None:
-        return ""
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return signal.Signals(-code).name
-    return str(code)

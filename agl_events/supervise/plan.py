@@ -16,8 +16,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, model_validator
 
-from agl_events.server.app import DEFAULT_PORT
-
 
 class Kind(StrEnum):
     STORE = "store"
@@ -43,7 +41,7 @@ class UpOptions(BaseModel):
     model_list: Path | None = None
     proxy_port: int = Field(4000, ge=1, le=65535)
     agent: str | None = Field(None, description="module:object of the runners' agent")
-    store_port: int = Field(DEFAULT_PORT, ge=1, le=65535)
+    store_port: int = Field(ge=1, le=65535, description="the first store's port (the command's default: 4747)")
 
     @model_validator(mode="after")
     def _complete(self) -> UpOptions:

@@ -17,7 +17,6 @@ from typing import get_args
 
 import httpx
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-from pydantic import BaseModel
 
 from agl_events.log.clients import make_admin, make_consumer
 from agl_events.log.offsets import partitions_of, watermarks
@@ -25,45 +24,9 @@ from agl_events.runner.tasks import share_group
 from agl_events.samples.stream import default_group
 from agl_events.server.client import experiment_url
 from agl_events.store.ingester import ingest_group
-from agl_events.supervise.state import UpState
+from agl_events.supervise.state import PartitionLag, Snapshot, StoreFigures, UpState
 from agl_events.topics import Topic, topic_name
 from agl_events.types import RolloutStatus
-
-
-class PartitionLag(BaseModel):
-    group: str
-    role: str
-    topic: str
-    partition: int
-    committed: int
-    end: int
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.end - self.committed)
-
-
-class StoreFigures(BaseModel):
-    url: str
-    rollouts: dict[str, int] = {}
-    resources_id: str | None = None
-    resources_version: int | None = None
-    error: str | None = None
-
-
-class Snapshot(BaseModel):
-    experiment: str
-    taken_at: float
-    #: The supervisor's state, None when no supervisor runs for the experiment.
-    state: UpState | None = None
-    lags: list[PartitionLag] = []
-    #: Groups with nothing to show, and why.
-    group_notes: dict[str, str] = {}
-    #: Sums of the end offsets of the span and the samples topic: records ever appended.
-    spans_end: int = 0
-    samples_end: int = 0
-    store: StoreFigures | None = None
-    kafka_error: str | None = None
 
 
 def experiment_groups(experiment: str) -> dict[str, str]:

@@ -1,27 +1,16 @@
-"""The files of a supervised experiment under `<home>/up/<experiment>/`, and the state the supervisor keeps
-there for `status` and `down` to read:
-
-    supervisor.pid    the supervisor's pid while it runs (removed when it stopped everything)
-    plan.json         what it runs (`plan.Plan`), written by `up`
-    state.json        processes, pids, ports, restarts, last exit codes, when it started (`UpState`)
-    logs/<name>.log   each process's output, appended across restarts (rotated past 20 MB)
-    views/, processor/, samples/   the processes' RocksDB folders, kept across restarts and `down`/`up`
-"""
+"""What the supervisor records and `status` shows (pure data): each process's state, the experiment's
+(state.json), and a snapshot of what status reads from Kafka and a store."""
 
 from __future__ import annotations
 
-import os
-import time
+import contextlib
+import signal
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from agl_events.broker.local import command_line, process_alive
 from agl_events.supervise.plan import Kind
-
-#: The word in the supervisor's command line that tells it from a process that reused its pid.
-SUPERVISE_COMMAND = "supervise"
 
 ProcessStatus = Literal["starting", "up", "restarting", "stopping", "stopped"]
 
@@ -56,38 +45,48 @@ class UpState(BaseModel):
     written_at: float = 0.0
 
 
-class UpPaths:
-    """Where the files of experiment `experiment` live under `home`."""
+class PartitionLag(BaseModel):
+    group: str
+    role: str
+    topic: str
+    partition: int
+    committed: int
+    end: int
 
-    def __init__(self, home: Path, experiment: str) -> None:
-        self.folder = home.expanduser().absolute() / "up" / experiment
-        self.pid_file = self.folder / "supervisor.pid"
-        self.plan_file = self.folder / "plan.json"
-        self.state_file = self.folder / "state.json"
-        self.logs = self.folder / "logs"
-        self.supervisor_log = self.logs / "supervisor.log"
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
 
-    def supervisor_pid(self) -> int | None:
-        """The pid of this experiment's running supervisor; a pid file left by one that is gone is removed."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        running = command_line(pid) if process_alive(pid) else None
-        if running is not None and SUPERVISE_COMMAND in running:
-            return pid
-        self.pid_file.unlink(missing_ok=True)
-        return None
 
-    def read_state(self) -> UpState | None:
-        try:
-            return UpState.model_validate_json(self.state_file.read_bytes())
-        except (OSError, ValidationError):
-            return None
+class StoreFigures(BaseModel):
+    url: str
+    rollouts: dict[str, int] = {}
+    resources_id: str | None = None
+    resources_version: int | None = None
+    error: str | None = None
 
-    def write_state(self, state: UpState) -> None:
-        """Written whole to a temporary file and renamed over the old one, so a reader never sees half of it."""
-        state.written_at = time.time()
-        temporary = self.state_file.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(state.model_dump_json(indent=2))
-        temporary.replace(self.state_file)
+
+class Snapshot(BaseModel):
+    experiment: str
+    taken_at: float
+    #: The supervisor's state, None when no supervisor runs for the experiment.
+    state: UpState | None = None
+    lags: list[PartitionLag] = []
+    #: Groups with nothing to show, and why.
+    group_notes: dict[str, str] = {}
+    #: Sums of the end offsets of the span and the samples topic: records ever appended.
+    spans_end: int = 0
+    samples_end: int = 0
+    store: StoreFigures | None = None
+    kafka_error: str | None = None
+
+
+def describe_exit(code: int | None) -> str:
+    """An exit status as people read it: the number, or the name of the signal that ended the process (SIGKILL for
+    -9; a store that stopped cleanly on SIGTERM says SIGTERM, as uvicorn raises the signal again once it is done)."""
+    if code is None:
+        return ""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-code).name
+    return str(code)

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from agl_events.broker.local import LocalBroker
 from agl_events.config import Settings
 from agl_events.supervise.backoff import Backoff, BackoffPolicy
-from agl_events.supervise.child import ChildProcess, describe_exit, rotate
+from agl_events.supervise.child import ChildProcess, rotate
+from agl_events.supervise.paths import UpPaths
 from agl_events.supervise.plan import STOP_ORDER, Plan
-from agl_events.supervise.state import ProcessState, UpPaths, UpState
+from agl_events.supervise.state import ProcessState, UpState, describe_exit
 
 #: A process's log is moved aside (to .1, .2, .3) when it is larger than this at a start.
 LOG_MAX_BYTES = 20 << 20

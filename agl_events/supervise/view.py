@@ -9,9 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from agl_events.supervise.child import describe_exit
-from agl_events.supervise.snapshot import Snapshot
-from agl_events.supervise.state import UpState
+from agl_events.supervise.state import Snapshot, UpState, describe_exit
 
 _STATUS_STYLE = {"up": "green", "starting": "yellow", "restarting": "red", "stopping": "yellow", "stopped": "dim"}
 

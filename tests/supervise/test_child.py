@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from agl_events.broker.local import process_alive
-from agl_events.supervise.child import ChildProcess, describe_exit, rotate
+from agl_events.supervise.child import ChildProcess, rotate
+from agl_events.supervise.state import describe_exit
 
 #: Starts a grandchild that would outlive it, prints the grandchild's pid, then waits.
 PARENT = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"

@@ -18,7 +18,8 @@ import pytest
 
 from agl_events.broker.local import port_free, process_alive
 from agl_events.server.process import store_ready
-from agl_events.supervise.state import UpPaths, UpState
+from agl_events.supervise.paths import UpPaths
+from agl_events.supervise.state import UpState
 from processors.background import free_port
 
 pytestmark = pytest.mark.kafka

@@ -7,8 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agl_events.supervise.plan import Kind
-from agl_events.supervise.snapshot import PartitionLag, Snapshot, StoreFigures
-from agl_events.supervise.state import ProcessState, UpState
+from agl_events.supervise.state import PartitionLag, ProcessState, Snapshot, StoreFigures, UpState
 from agl_events.supervise.view import render
 
 
