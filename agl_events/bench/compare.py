@@ -35,6 +35,7 @@ from rich.table import Table
 
 from agl_events.bench import agl_side
 from agl_events.bench.cpu import CpuMeter
+from agl_events.bench.profile import Profiler, top_frames
 from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
 from agl_events.bench.stages import stage_costs
 from agl_events.bench.store_latency import percentile
@@ -77,10 +78,12 @@ async def _run_all(store: KafkaLightningStore, tasks: list[dict[str, Any]], batc
     return ids
 
 
-async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: int | None = None) -> dict[str, Any]:
+async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: int | None = None,
+                       profile_dir: Path | None = None) -> dict[str, Any]:
     """Our store (embedded server in this process) and our runner processes, on the workload.
 
-    `broker_pid` (the local broker's) adds the broker to the CPU accounting of the measured window.
+    `broker_pid` (the local broker's) adds the broker to the CPU accounting of the measured window;
+    `profile_dir` has py-spy sample the store and the first runner in that window (`bench.profile`).
     """
     view_dir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     try:
@@ -92,12 +95,18 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
                 warm = params.model_copy(update={"rollouts": params.runners * 2, "max_rounds": 1, "span_sleep": 0.0,
                                                  "seed": 10_000 + params.seed})
                 await _run_all(store, warm.tasks(), params.batch_size)
-                meter = CpuMeter({"store": [os.getpid()], "runners": [p.pid for p in pool.processes if p.pid],
+                runner_pids = [p.pid for p in pool.processes if p.pid]
+                meter = CpuMeter({"store": [os.getpid()], "runners": runner_pids,
                                   "broker": [broker_pid] if broker_pid else []})
+                profiler = Profiler(profile_dir, {"store": os.getpid(), "runner": runner_pids[0]}) \
+                    if profile_dir is not None else None
+                if profiler is not None:
+                    profiler.start()
                 started = time.time()
                 meter.start()
                 ids = await _run_all(store, params.tasks(), params.batch_size)
                 cpu = meter.stop()
+                profiles = profiler.stop() if profiler is not None else {}
                 seconds = time.time() - started
                 spans, dispatch, finish = 0, [], []
                 for rid in ids:
@@ -115,7 +124,9 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
             "dispatch_p50_ms": percentile(dispatch, 0.5), "dispatch_p99_ms": percentile(dispatch, 0.99),
             "finish_p50_ms": percentile(finish, 0.5), "finish_p99_ms": percentile(finish, 0.99),
             "cpu_seconds": cpu, "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
-            "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN)}  # the largest reaped child: a runner
+            "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN),  # the largest reaped child: a runner
+            **{f"profile_{name}_top": [[f.frame, round(f.self_share, 3), round(f.total_share, 3)]
+                                       for f in top_frames(path)] for name, path in profiles.items()}}
 
 
 def ensure_agl_venv(path: Path, console: Console) -> Path:
@@ -170,6 +181,7 @@ def summarize(params: WorkloadParams, ours: dict[str, Any], agl: dict[str, Any],
         "agl_finish_p50_ms": agl.get("finish_p50_ms"), "agl_finish_p99_ms": agl.get("finish_p99_ms"),
         "rss_mb_peak": ours["store_rss_mb_peak"], "runner_rss_mb_peak": ours["runner_rss_mb_peak"],
         **cpu_figures(ours["cpu_seconds"]),
+        **{k: v for k, v in ours.items() if k.startswith("profile_")},
     }
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
 
@@ -220,11 +232,16 @@ def render(summary: dict[str, Any], console: Console) -> None:
                 table.add_row(f"{who} peak RSS rebuilding {summary['history_spans']:,} spans",
                               f"{fmt(summary[rss])} MB ({fmt(summary[rate])} spans/s)", "", "")
     console.print(table)
+    for key in (k for k in summary if k.startswith("profile_")):
+        console.print(f"[bold]{key[8:-4]}[/bold], top frames by self share of samples (total share):")
+        for frame, own, total in summary[key]:
+            console.print(f"  {own:6.1%} ({total:6.1%})  {frame}")
 
 
 def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, raw_messages: int | None = None,
-        console: Console | None = None) -> dict[str, Any]:
-    """The whole comparison; returns the summary (also what the last printed line holds)."""
+        console: Console | None = None, profile_dir: Path | None = None) -> dict[str, Any]:
+    """The whole comparison; returns the summary (also what the last printed line holds). `profile_dir`:
+    py-spy profiles of our store and a runner (needs `py-spy`, in the test extra)."""
     console = console or Console(stderr=True)
     bootstrap = ensure_broker(settings)
     experiment = f"bench-{uuid.uuid4().hex[:8]}"
@@ -232,7 +249,7 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
     try:
         console.print("[bold]1/4[/bold] agl-events: embedded store + runners…")
         broker_pid = LocalBroker(settings).status().pid if settings.uses_local_broker else None
-        ours = asyncio.run(measure_ours(ours_settings, params, broker_pid))
+        ours = asyncio.run(measure_ours(ours_settings, params, broker_pid, profile_dir))
     finally:
         delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
     python = ensure_agl_venv(venv or settings.home / "bench-venv", console)
@@ -253,10 +270,11 @@ def main(argv: list[str] | None = None) -> None:
                             help=field.description)
     parser.add_argument("--venv", type=Path, default=None, help="the AGL venv (default: <home>/bench-venv)")
     parser.add_argument("--raw-messages", type=int, default=None)
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of store and a runner here")
     args = parser.parse_args(argv)
     overrides = {k: getattr(args, k) for k in WorkloadParams.model_fields if getattr(args, k) is not None}
     params = WorkloadParams.model_validate({**PRESETS[args.preset].model_dump(), **overrides})
-    summary = run(Settings.from_env(), params, args.venv, args.raw_messages)
+    summary = run(Settings.from_env(), params, args.venv, args.raw_messages, profile_dir=args.profile)
     render(summary, Console(width=max(Console().width, 110)))
     print(json.dumps(summary), flush=True)
 

@@ -29,6 +29,9 @@ def bench(
     seed: Annotated[int | None, typer.Option(help="Seed of the rollouts' shapes (same on both sides).")] = None,
     venv: Annotated[Path | None, typer.Option(help="Agent Lightning's venv (default: <home>/bench-venv).")] = None,
     raw_messages: Annotated[int | None, typer.Option(min=1, help="Records sent by the raw producer loop.")] = None,
+    profile: Annotated[Path | None, typer.Option(
+        help="Write py-spy profiles of our store and a runner over the measured window to this folder, and print "
+             "their top frames (py-spy is in the test extra).")] = None,
     history_spans: Annotated[int, typer.Option(
         min=0, help="Also measure the store's peak RSS while it rebuilds its view from a history of this many "
                     "spans (1000000 for the reference figure: several minutes).")] = 0,
@@ -41,7 +44,7 @@ def bench(
     overrides = {k: v for k, v in given.items() if v is not None}
     params = WorkloadParams.model_validate({**PRESETS[preset].model_dump(), **overrides})
     cfg = settings(ctx)
-    summary = run(cfg, params, venv, raw_messages)
+    summary = run(cfg, params, venv, raw_messages, profile_dir=profile)
     if history_spans:
         Console(stderr=True).print(f"[bold]history[/bold]: rebuilding a store from {history_spans:,} spans…")
         summary.update({k: round(v, 3) for k, v in history.measure(cfg, history_spans).items()})
