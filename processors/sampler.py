@@ -46,6 +46,8 @@ class SampleCounters:
     """What this worker has done since it started (for /samples/stats; not persisted)."""
 
     batches: int = 0
+    #: Span-topic events folded into the buffers.
+    folded: int = 0
     sampled: int = 0
     dead_lettered: int = 0
     undecodable: int = 0
@@ -134,6 +136,7 @@ async def sample_records(ctx: SamplesContext, records: Iterable[RawRecord]) -> i
         ctx.counters.redelivered += folded.redelivered
     ctx.counters.not_ours += batch.not_ours
     ctx.counters.batches += 1
+    ctx.counters.folded += sum(len(events) for events in batch.events.values())
     ctx.counters.sampled += len(samples)
     return len(samples)
 

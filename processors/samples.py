@@ -29,6 +29,7 @@ from agl_events.samples.build import Adapter
 from processors import app as worker_app
 from processors.app import BATCH_MAX, BATCH_WITHIN, new_app
 from processors.context import raw_records
+from processors.metrics import WorkerFigures, add_metrics_page
 from processors.sampler import SamplesContext, build_samples_context, sample_records
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ def create_app(settings: Settings, data_dir: Path, adapter: Adapter, web_port: i
                 log.critical("samples worker stopping: %s: %s", type(exc).__name__, exc)
                 await app.crash(exc)
                 return
+
+    add_metrics_page(app, WorkerFigures(
+        "samples", settings.experiment, ctx.states, lambda: ctx.counters.folded,
+        lambda: ctx.counters.dead_lettered + ctx.counters.undecodable, samples=lambda: ctx.counters.sampled))
 
     @app.page("/samples/stats")
     async def stats(web: View, request: Request) -> Response:

@@ -31,6 +31,7 @@ from agl_events.topics import Topic, topic_name
 from processors import app as worker_app
 from processors.app import BATCH_MAX, BATCH_WITHIN, new_app
 from processors.context import ProcessorContext, build_context, fold_records, raw_records
+from processors.metrics import WorkerFigures, add_metrics_page
 from processors.partition_views import partition_of, summed_counts
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,9 @@ def create_app(settings: Settings, data_dir: Path, web_port: int = 6066, *,
         """Decode, reduce, write: each batch folds into the views of its partitions."""
         async for events in stream.take_events(BATCH_MAX, BATCH_WITHIN):
             await fold_records(ctx, raw_records(events))
+
+    add_metrics_page(app, WorkerFigures("views", experiment, ctx.views, lambda: ctx.counters.folded,
+                                        lambda: ctx.counters.dead_lettered))
 
     @app.page("/views/stats")
     async def stats(web: View, request: Request) -> Response:

@@ -4,7 +4,8 @@ The rollout and attempt travel in the URL (upstream's scheme), so any OpenAI cli
 `LLMProxy.as_resource(rid, aid).endpoint` is attributed with no header or SDK hook. Routes answer with
 and without the `/v1` segment, as LiteLLM's proxy does (upstream's `as_resource` gives no `/v1`, its
 `ProxyLLM` endpoints usually end in one). A call outside a rollout path is refused with the expected path:
-it could not be attributed, and training data without a rollout is lost data.
+it could not be attributed, and training data without a rollout is lost data. `/metrics` serves the
+proxy's figures (`llm.metrics`) with its HTTP request metrics.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from fastapi.responses import Response
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.llm.forward import Forwarder, error_response
+from agl_events.llm.metrics import ProxyMetrics
 from agl_events.llm.recorder import SpanRecorder, UnknownAttemptError
 from agl_events.llm.routing import ModelRouter, UnknownModelError
 from agl_events.llm.spans import CallKind, parse_traceparent
 from agl_events.log.writer import EventWriter
 from agl_events.server.client import StoreClient, StoreUnavailableError
+from agl_events.server.metrics import HttpMetrics, MetricsMiddleware, create_metrics_router
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
         store = StoreClient(store_url, auth_token=settings.store_token)
         http = httpx.AsyncClient(timeout=request_timeout, limits=httpx.Limits(max_connections=None,
                                                                               max_keepalive_connections=256))
-        app.state.forwarder = Forwarder(router, SpanRecorder(store, writer), http)
+        app.state.forwarder = Forwarder(router, SpanRecorder(store, writer), http, proxy_metrics)
         try:
             yield
         finally:
@@ -67,7 +70,11 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
             await store.close()
             writer.close()
 
+    metrics = HttpMetrics.with_default_collectors()
+    proxy_metrics = ProxyMetrics(metrics.registry)
     app = FastAPI(title="agl-events LLM proxy", lifespan=lifespan)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.include_router(create_metrics_router(metrics))  # before the catch-all route below
 
     async def proxied(kind: CallKind, rollout_id: str, attempt_id: str, request: Request) -> Response:
         try:

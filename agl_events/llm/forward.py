@@ -25,6 +25,7 @@ import httpx
 import orjson
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from agl_events.llm.metrics import ProxyMetrics
 from agl_events.llm.recorder import SpanRecorder
 from agl_events.llm.routing import Deployment, ModelRouter
 from agl_events.llm.spans import CallError, CallKind, LlmCall, TraceParent, call_spans
@@ -84,10 +85,12 @@ def transport_error(exc: httpx.HTTPError, deployment: Deployment) -> CallError:
 class Forwarder:
     """Forwards calls of any rollout; one per proxy, sharing its HTTP pool, router and recorder."""
 
-    def __init__(self, router: ModelRouter, recorder: SpanRecorder, http: httpx.AsyncClient) -> None:
+    def __init__(self, router: ModelRouter, recorder: SpanRecorder, http: httpx.AsyncClient,
+                 metrics: ProxyMetrics | None = None) -> None:
         self.router = router
         self.recorder = recorder
         self.http = http
+        self.metrics = metrics
         self._background: set[asyncio.Task[Any]] = set()
 
     async def call(self, rollout_id: str, attempt_id: str, kind: CallKind, body: dict[str, Any],
@@ -147,15 +150,18 @@ class Forwarder:
         return await asyncio.shield(self._record_soon(call, sequence_id))
 
     async def _write(self, call: LlmCall, sequence_id: asyncio.Future[int]) -> CallError | None:
+        unrecorded: CallError | None = None
         try:
             call.sequence_id = await sequence_id
             await self.recorder.record(call_spans(call))
         except Exception as exc:
             log.exception("spans of a call of rollout %s attempt %s were not recorded", call.rollout_id,
                           call.attempt_id)
-            return CallError(503, f"the call was answered, but its spans could not be recorded: {exc}",
-                             "SpanRecordError")
-        return None
+            unrecorded = CallError(503, f"the call was answered, but its spans could not be recorded: {exc}",
+                                   "SpanRecordError")
+        if self.metrics is not None:
+            self.metrics.observe(call, unrecorded)
+        return unrecorded
 
     async def _failed(self, call: LlmCall, sequence_id: asyncio.Future[int], error: CallError) -> Response:
         call.error = error

@@ -18,12 +18,10 @@ just folded, so RocksDB serves them from its cache).
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Histogram, Metric, Summary
@@ -37,6 +35,7 @@ from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.server.experiments import ExperimentStores
 from agl_events.store.base import LightningStore
+from agl_events.views.disk import folder_bytes
 
 #: Seconds from enqueue to the first attempt, or to the final status: from a busy queue's milliseconds to
 #: rollouts that wait or run for many minutes.
@@ -171,13 +170,14 @@ class StoreFigures:
         observer = self._observers.get(name)
         counts = getattr(getattr(view, "kv", None), "counts", None)
         latest = None if view is None else view.get(keys.LATEST_RESOURCES)
+        view_dir = getattr(store, "view_dir", None)
         trainer = self._trainer if self._trainer is not None and self._trainer.experiment == name else None
         return ExperimentFigures(
             experiment=name, time=time.time(), healthy=self._experiments.failure_of(name) is None,
             rollouts_by_status=counts() if callable(counts) else {},
             events_applied=dict(observer.applied) if observer is not None else {},
             consumer_lag={f"{topic}/{partition}": lag for (topic, partition), lag in sorted(_lag(store).items())},
-            view_bytes=_folder_bytes(getattr(store, "view_dir", None)),
+            view_bytes=None if view_dir is None else folder_bytes(view_dir),
             dead_letters=getattr(store, "dead_letters_written", None),
             resources_versions=0 if view is None else view.get(keys.count("resources")) or 0,
             latest_resources_id=latest,
@@ -199,20 +199,6 @@ def _lag(store: LightningStore) -> dict[tuple[str, int], int]:
         return {}
     positions = view.positions
     return {position: max(end - positions.get(position, 0), 0) for position, end in log_ends().items()}
-
-
-def _folder_bytes(folder: Path | None) -> int | None:
-    """Bytes of the files in `folder` and below (a RocksDB folder: SST files, WAL, manifest)."""
-    if folder is None:
-        return None
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:  # compaction removed it meanwhile
-                continue
-    return total
 
 
 class _Collector:

@@ -238,3 +238,33 @@ async def test_as_resource_gives_the_proxy_llm_or_one_attempts_route(proxy: LLMP
         proxy.as_resource()
     with pytest.raises(ValueError, match="both"):
         proxy.as_resource("ro-1", None, model=MODEL)
+
+
+def proxy_metrics(proxy: LLMProxy) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{proxy.url}/metrics", timeout=10).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def test_metrics_count_calls_by_status_time_them_and_add_up_tokens(
+        proxy: LLMProxy, client_for: ClientFor, backend: FakeBackend, store: KafkaLightningStore) -> None:
+    model = proxy.router.names[0]
+    before = await asyncio.to_thread(proxy_metrics, proxy)
+    await call(client_for(await store.start_rollout(input={})), "chat", "two words", stream=False)
+    backend.failure = BackendFailure(status=503, message="down")
+    with pytest.raises(openai.APIStatusError):
+        await call(client_for(await store.start_rollout(input={})), "chat", "hello", stream=False)
+    after = await asyncio.to_thread(proxy_metrics, proxy)
+
+    def grew(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted({"model": model, **labels}.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert grew("agl_proxy_calls_total", status="200") == 1 and grew("agl_proxy_calls_total", status="503") == 1
+    assert grew("agl_proxy_call_duration_seconds_count", stage="backend") == 2
+    assert grew("agl_proxy_call_duration_seconds_count", stage="total") == 2
+    assert grew("agl_proxy_call_duration_seconds_sum", stage="total") >= grew(
+        "agl_proxy_call_duration_seconds_sum", stage="backend") > 0
+    assert grew("agl_proxy_tokens_total", kind="prompt") > 0 and grew("agl_proxy_tokens_total", kind="completion") > 0
