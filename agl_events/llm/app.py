@@ -73,6 +73,7 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
     metrics = HttpMetrics.with_default_collectors()
     proxy_metrics = ProxyMetrics(metrics.registry)
     app = FastAPI(title="agl-events LLM proxy", lifespan=lifespan)
+    app.state.metrics = metrics
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.include_router(create_metrics_router(metrics))  # before the catch-all route below
 
