@@ -19,7 +19,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -45,10 +46,17 @@ class SpanFlushError(RuntimeError):
 
 @dataclass
 class _Attempt:
+    """One traced attempt: its numbering, the spans it queued, and their acknowledgements."""
+
     rollout_id: str
     attempt_id: str
     next_sequence_id: int
     reserve: Callable[[], int] | None = None
+    last_sequence_id: int = 0
+    spans: list[dict[str, Any]] = field(default_factory=list)  # as produced; models only when asked for
+    outstanding: int = 0
+    failures: list[BaseException] = field(default_factory=list)
+    through: dict[int, int] = field(default_factory=dict)
 
     def take_sequence_id(self) -> int:
         """The next id: local, or the store's (never below the local one, whose spans the store may not
@@ -65,60 +73,89 @@ class _Attempt:
 class KafkaSpanProcessor(SpanProcessor):
     """Stamps and ships spans that end while an attempt is active; counts what is still unacknowledged.
 
-    The active attempt lives here, not in a contextvar, so spans ended on any thread (tool pools,
-    SDK callbacks) count for it; one attempt at a time per processor.
+    Several attempts may be traced at once (a runner running rollouts concurrently): each `begin` binds its
+    attempt to the current context (a contextvar, which asyncio tasks and `asyncio.to_thread` carry), and a
+    span belongs to the attempt of the context it ends in. A span ended where no attempt is bound (a thread
+    started by hand, an SDK callback thread) belongs to the only active attempt if there is exactly one, as
+    before concurrency; with several active it cannot be placed and is dropped with a warning. One attempt
+    at a time per context.
     """
 
     def __init__(self, writer: EventWriter) -> None:
         self._writer = writer
         self._order = threading.RLock()  # sequence id assignment and queueing happen in one step
-        self._attempt: _Attempt | None = None
-        self._last_sequence_id: int | None = None
-        self._spans: list[dict[str, Any]] = []  # as produced; models only when asked for
+        self._current: ContextVar[_Attempt | None] = ContextVar(f"agl_attempt_{id(self)}", default=None)
+        self._active: dict[int, _Attempt] = {}  # by id(): attempts between begin and end
+        self._last: _Attempt | None = None  # the attempt begun last, for callers outside any context
         self._acks = threading.Condition()
         self._outstanding = 0
-        self._failures: list[BaseException] = []
-        self._through: dict[int, int] = {}
         self.produced = 0
 
     # -- attempt scope -------------------------------------------------------------------------
     def begin(self, rollout_id: str, attempt_id: str, first_sequence_id: int,
-              reserve: Callable[[], int] | None = None) -> None:
+              reserve: Callable[[], int] | None = None) -> _Attempt:
+        """Bind a new attempt to the current context; returns it (the handle `end` and `flush` take)."""
         with self._order:
-            if self._attempt is not None:
-                raise RuntimeError(f"tracer is already tracing rollout {self._attempt.rollout_id} attempt "
-                                   f"{self._attempt.attempt_id}; one attempt at a time per tracer")
-            self._attempt = _Attempt(rollout_id, attempt_id, first_sequence_id, reserve)
-            self._last_sequence_id = first_sequence_id - 1
-            self._spans = []
-        with self._acks:
-            self._through = {}
+            bound = self._current.get()
+            if bound is not None and id(bound) in self._active:
+                raise RuntimeError(f"tracer is already tracing rollout {bound.rollout_id} attempt "
+                                   f"{bound.attempt_id} here; one attempt at a time per context")
+            attempt = _Attempt(rollout_id, attempt_id, first_sequence_id, reserve, first_sequence_id - 1)
+            self._active[id(attempt)] = attempt
+            self._last = attempt
+            self._current.set(attempt)
+            return attempt
 
-    def end(self) -> None:
+    def end(self, attempt: _Attempt) -> None:
         with self._order:
-            self._attempt = None
+            self._active.pop(id(attempt), None)
+            if self._current.get() is attempt:
+                self._current.set(None)
 
     @property
     def active(self) -> bool:
-        return self._attempt is not None
+        """Whether a span ended here now would be recorded."""
+        return self._attempt() is not None
+
+    @property
+    def concurrent(self) -> int:
+        """How many attempts are being traced right now."""
+        return len(self._active)
+
+    def _attempt(self) -> _Attempt | None:
+        """The attempt a span ending here belongs to (see the class docstring)."""
+        bound = self._current.get()
+        if bound is not None and id(bound) in self._active:
+            return bound
+        if len(self._active) == 1:
+            return next(iter(self._active.values()))
+        return None
+
+    def _known(self) -> _Attempt | None:
+        """The current attempt, else the one begun last (for the attempt-less getters below)."""
+        return self._attempt() or self._last
 
     @property
     def last_sequence_id(self) -> int | None:
-        return self._last_sequence_id
+        attempt = self._known()
+        return None if attempt is None else attempt.last_sequence_id
 
-    def spans_through(self) -> dict[int, int]:
-        """Per partition of the span topic, the offset just past the current attempt's last acknowledged span.
+    def spans_through(self, attempt: _Attempt | None = None) -> dict[int, int]:
+        """Per partition of the span topic, the offset just past the attempt's last acknowledged span (the
+        current or last attempt by default).
 
         After `flush` this covers every span of the attempt: the store waits until its view has read that
         far before it records the attempt finished, instead of asking the broker where each partition ends.
         """
+        attempt = attempt or self._known()
         with self._acks:
-            return dict(self._through)
+            return {} if attempt is None else dict(attempt.through)
 
     def spans(self) -> list[Span]:
         """The spans queued for the current (or last) attempt, in sequence order."""
+        attempt = self._known()
         with self._order:
-            return [Span.model_validate(span) for span in self._spans]
+            return [] if attempt is None else [Span.model_validate(span) for span in attempt.spans]
 
     # -- SpanProcessor -------------------------------------------------------------------------
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
@@ -129,8 +166,12 @@ class KafkaSpanProcessor(SpanProcessor):
         ctx = span.get_span_context()
         if ctx is None or not ctx.trace_flags.sampled:
             return
-        if self._attempt is None:
-            log.debug("span %s ended outside a trace_context; not recorded", span.name)
+        if self._attempt() is None:
+            if self._active:
+                log.warning("span %s ended outside the context of any of the %d attempts being traced; not "
+                            "recorded", span.name, len(self._active))
+            else:
+                log.debug("span %s ended outside a trace_context; not recorded", span.name)
             return
         try:
             self.submit(lambda rid, aid, seq: otel_span_dict(span, rid, aid, seq))
@@ -155,51 +196,60 @@ class KafkaSpanProcessor(SpanProcessor):
         Raises (and records the failure for flush) when the span cannot even be queued.
         """
         with self._order:
-            attempt = self._attempt
+            attempt = self._attempt()
             if attempt is None:
                 raise RuntimeError("no active trace_context: spans need a rollout and attempt")
             try:
                 span = with_route(build(attempt.rollout_id, attempt.attempt_id, attempt.take_sequence_id()))
                 new = span_event(span, self._writer.producer_id)
                 with self._acks:
+                    attempt.outstanding += 1
                     self._outstanding += 1
                 try:
-                    self._writer.send([new], self._delivered)
+                    self._writer.send([new], lambda result: self._delivered(attempt, result))
                 except BaseException:
                     with self._acks:
+                        attempt.outstanding -= 1
                         self._outstanding -= 1
                         self._acks.notify_all()
                     raise
             except Exception as exc:
                 with self._acks:
-                    self._failures.append(exc)
+                    attempt.failures.append(exc)
                 raise
             attempt.next_sequence_id = span["sequence_id"] + 1
-            self._last_sequence_id = span["sequence_id"]
-            self._spans.append(span)
+            attempt.last_sequence_id = span["sequence_id"]
+            attempt.spans.append(span)
             self.produced += 1
             return span
 
-    def _delivered(self, result: LoggedEvent | AppendError) -> None:
+    def _delivered(self, attempt: _Attempt, result: LoggedEvent | AppendError) -> None:
         with self._acks:
+            attempt.outstanding -= 1
             self._outstanding -= 1
             if isinstance(result, AppendError):
-                self._failures.append(result)
-            elif result.offset >= self._through.get(result.partition, 0):
-                self._through[result.partition] = result.offset + 1
+                attempt.failures.append(result)
+            elif result.offset >= attempt.through.get(result.partition, 0):
+                attempt.through[result.partition] = result.offset + 1
             self._acks.notify_all()
 
-    def flush(self, timeout: float = 30.0) -> None:
-        """Wait until every span queued so far is acknowledged; SpanFlushError if any was lost or late."""
+    def flush(self, timeout: float = 30.0, attempt: _Attempt | None = None) -> None:
+        """Wait until every span of `attempt` (the current or last one by default) is acknowledged, and every
+        span queued so far when there is none; SpanFlushError if any of them was lost or late. An attempt's
+        failures are reported once."""
+        attempt = attempt or self._known()
         deadline = time.monotonic() + timeout
         self._writer.flush(timeout)  # sends now rather than after linger; serves delivery callbacks
         with self._acks:
-            while self._outstanding > 0:
+            while (attempt.outstanding if attempt is not None else self._outstanding) > 0:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise SpanFlushError(f"{self._outstanding} spans not acknowledged by Kafka within {timeout}s")
+                    left = attempt.outstanding if attempt is not None else self._outstanding
+                    raise SpanFlushError(f"{left} spans not acknowledged by Kafka within {timeout}s")
                 self._acks.wait(remaining)
-            failures, self._failures = self._failures, []
+            failures: list[BaseException] = []
+            if attempt is not None:
+                failures, attempt.failures = attempt.failures, []
         if failures:
             raise SpanFlushError(f"{len(failures)} spans were not written to Kafka; first error: {failures[0]}"
                                  ) from failures[0]
@@ -225,37 +275,51 @@ def span_added(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id:
 
 class TraceContext:
     """`with` / `async with` scope of one attempt; on exit it flushes, so spans are durable before the
-    caller reports the attempt finished. A flush failure is raised unless the body already failed."""
+    caller reports the attempt finished. A flush failure is raised unless the body already failed.
+    Afterwards `spans_through()` says where this attempt's spans end, whatever other attempts ran meanwhile."""
 
     def __init__(self, tracer: KafkaTracer, rollout_id: str, attempt_id: str, first_sequence_id: int,
                  reserve: Callable[[], int] | None = None) -> None:
         self._tracer = tracer
         self._args = (rollout_id, attempt_id, first_sequence_id)
         self._reserve = reserve
-        self._previous: trace.TracerProvider | None = None
+        self._attempt: _Attempt | None = None
+
+    def spans_through(self) -> dict[int, int]:
+        """Span-topic partition -> offset past this attempt's acknowledged spans."""
+        return self._tracer.processor.spans_through(self._attempt) if self._attempt is not None else {}
 
     def __enter__(self) -> KafkaTracer:
-        self._tracer.processor.begin(*self._args, self._reserve)
-        self._previous = set_active_provider(self._tracer.provider)
+        self._attempt = self._tracer.processor.begin(*self._args, self._reserve)
+        self._tracer.activate()
         return self._tracer
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        set_active_provider(self._previous)
-        self._tracer.processor.end()
+    def _leave(self) -> None:
+        """Unbind the attempt in the caller's context (an async exit flushes on a thread, whose context is a copy)."""
+        assert self._attempt is not None
+        self._tracer.deactivate()
+        self._tracer.processor.end(self._attempt)
+
+    def _flush(self, exc: BaseException | None) -> None:
         try:
-            self._tracer.flush()
+            self._tracer.processor.flush(self._tracer.flush_timeout, self._attempt)
         except SpanFlushError:
             if exc is None:
                 raise
             log.exception("spans of rollout %s attempt %s were lost while the attempt failed", *self._args[:2])
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._leave()
+        self._flush(exc)
 
     async def __aenter__(self) -> KafkaTracer:
         return self.__enter__()
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await asyncio.to_thread(self.__exit__, exc_type, exc, tb)
+        self._leave()
+        await asyncio.to_thread(self._flush, exc)
 
 
 class KafkaTracer:
@@ -271,6 +335,9 @@ class KafkaTracer:
         self.writer = writer
         self.flush_timeout = flush_timeout
         self.processor = KafkaSpanProcessor(writer)
+        self._activations = 0  # trace contexts open now; the provider is the emitters' while any is
+        self._previous: trace.TracerProvider | None = None
+        self._activation = threading.Lock()
         self.provider = TracerProvider(resource=resource) if resource is not None else TracerProvider()
         self.provider.add_span_processor(self.processor)
         if install_global:
@@ -283,6 +350,19 @@ class KafkaTracer:
         """Trace one attempt: spans ending inside get sequence ids first_sequence_id, +1, ... , or each the
         id `reserve()` gives (when another writer, the LLM proxy, shares the rollout's ids)."""
         return TraceContext(self, rollout_id, attempt_id, first_sequence_id, reserve)
+
+    def activate(self) -> None:
+        """Make this provider the emitters' while at least one trace context is open (they may overlap)."""
+        with self._activation:
+            if self._activations == 0:
+                self._previous = set_active_provider(self.provider)
+            self._activations += 1
+
+    def deactivate(self) -> None:
+        with self._activation:
+            self._activations -= 1
+            if self._activations == 0:
+                set_active_provider(self._previous)
 
     def get_tracer(self, name: str = INSTRUMENTATION_NAME) -> trace.Tracer:
         """An OpenTelemetry tracer on this provider, for spans of your own."""

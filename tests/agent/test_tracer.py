@@ -203,6 +203,41 @@ def test_async_context_and_successive_attempts(tracer: KafkaTracer, bootstrap: s
                                                                      ("at-2", 4)]
 
 
+def test_concurrent_attempts_each_keep_their_spans(tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
+    """A runner running rollouts at once: each task (and the thread its sync agent runs on) numbers and
+    flushes its own attempt's spans; a span ended outside every context is dropped while several run."""
+    both_inside = threading.Barrier(2)
+
+    def agent(name: str) -> None:
+        with operation(name=name):
+            both_inside.wait(5)  # both attempts are active at once from here
+            if name == "ro-a":  # a thread started by hand carries no context: whose span would it be?
+                lost = threading.Thread(target=lambda: tracer.get_tracer().start_span("lost").end())
+                lost.start()
+                lost.join()
+            both_inside.wait(5)
+            emit_reward(1.0)
+
+    async def attempt(rid: str, first: int) -> tuple[list[Span], dict[int, int]]:
+        context = tracer.trace_context(rid, "at-1", first)
+        async with context:
+            await asyncio.to_thread(agent, rid)
+            spans = tracer.get_last_trace()
+        return spans, context.spans_through()
+
+    async def both() -> list[tuple[list[Span], dict[int, int]]]:
+        return list(await asyncio.gather(attempt("ro-a", 1), attempt("ro-b", 10)))
+
+    (spans_a, through_a), (spans_b, through_b) = asyncio.run(both())
+    assert [(s.rollout_id, s.sequence_id) for s in spans_a] == [("ro-a", 1), ("ro-a", 2)]
+    assert [(s.rollout_id, s.sequence_id) for s in spans_b] == [("ro-b", 10), ("ro-b", 11)]
+    assert sum(through_a.values()) > 0 and sum(through_b.values()) > 0
+    _, logged = read_spans(bootstrap, experiment, 4)
+    assert sorted((s["rollout_id"], s["sequence_id"]) for s in logged) == [("ro-a", 1), ("ro-a", 2), ("ro-b", 10),
+                                                                           ("ro-b", 11)]
+    assert not tracer.processor.active and tracer.processor.concurrent == 0
+
+
 def test_returned_values_become_spans(tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
