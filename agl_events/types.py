@@ -87,6 +87,23 @@ class Claim(BaseModel):
     resources_id: str | None
 
 
+class AttemptFinish(BaseModel):
+    """agl-events extension: one attempt a runner ends, whose spans it produced to the span topic itself."""
+
+    rollout_id: str
+    attempt_id: str
+    status: Literal["succeeded", "failed"]
+    #: Span-topic partition -> the offset just past the attempt's last span (from the delivery reports).
+    spans_through: dict[int, Annotated[int, Field(ge=0)]] = {}
+
+
+class FinishOutcome(BaseModel):
+    """agl-events extension: what became of one AttemptFinish of a batch (the attempt, or why not)."""
+
+    attempt: Attempt | None = None
+    error: str | None = None
+
+
 class EnqueueRolloutRequest(BaseModel):
     input: Any
     mode: RolloutMode | None = None

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from agl_events.types import (
     AttemptedRollout,
+    AttemptFinish,
     AttemptStatus,
     EnqueueRolloutRequest,
     Rollout,
@@ -187,6 +188,19 @@ class ClaimResponse(BaseModel):
     rollout: AttemptedRollout | None
     next_sequence_id: int | None
     resources_id: str | None = None
+
+
+class ClaimManyRequest(BaseModel):
+    """agl-events extension: a runner claims several dispatched tasks at once (POST /claims)."""
+
+    rollout_ids: list[str]
+    worker_id: str | None = None
+
+
+class FinishManyRequest(BaseModel):
+    """agl-events extension: a runner ends several attempts at once (POST /attempts/finish)."""
+
+    finishes: list[AttemptFinish]
 
 
 class TaskRequestStatus(BaseModel):

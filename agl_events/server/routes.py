@@ -17,10 +17,12 @@ from pydantic import BaseModel
 
 from agl_events.server.errors import ERROR_RESPONSES, ErrorBody
 from agl_events.server.requests import (
+    ClaimManyRequest,
     ClaimResponse,
     DequeueManyRolloutsRequest,
     EnqueueManyRolloutsRequest,
     FinishAttemptRequest,
+    FinishManyRequest,
     HealthStatus,
     NextSequenceIdRequest,
     NextSequenceIdResponse,
@@ -42,6 +44,7 @@ from agl_events.store.base import UNSET, LightningStore
 from agl_events.types import (
     Attempt,
     AttemptedRollout,
+    FinishOutcome,
     NamedResources,
     PaginatedResult,
     PromptCandidate,
@@ -222,6 +225,27 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         if finish is None:
             raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
         return respond(await finish(rollout_id, attempt_id, request.status, request.spans_through), Attempt)
+
+    @router.post("/claims", response_model=list[ClaimResponse], responses=EXTENSION_RESPONSES)
+    async def claim_rollouts(request: ClaimManyRequest, store: Store) -> JSONResponse:
+        """agl-events extension: a runner with several free slots claims the tasks it took, in one call; each
+        answer is null-rollout where that rollout was no longer waiting. Rollouts of any partition."""
+        claim = getattr(store, "claim_rollouts", None)
+        if claim is None:
+            raise HTTPException(status_code=501, detail="this store backend does not dispatch tasks")
+        claimed = await claim(request.rollout_ids, worker_id=request.worker_id)
+        body = [ClaimResponse.model_validate(c.model_dump() if c else {"rollout": None, "next_sequence_id": None})
+                for c in claimed]
+        return respond(body, list[ClaimResponse])
+
+    @router.post("/attempts/finish", response_model=list[FinishOutcome], responses=EXTENSION_RESPONSES)
+    async def finish_attempts(request: FinishManyRequest, store: Store) -> JSONResponse:
+        """agl-events extension: a runner ends several attempts in one call, once the store has read their
+        spans; an outcome per attempt, in order (an attempt the store refuses carries its error alone)."""
+        finish = getattr(store, "finish_attempts", None)
+        if finish is None:
+            raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
+        return respond(await finish(request.finishes), list[FinishOutcome])
 
     @router.get("/task-requests/{key:path}", response_model=TaskRequestStatus, responses=EXTENSION_RESPONSES)
     async def task_request_status(key: str, store: Store) -> JSONResponse:

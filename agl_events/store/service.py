@@ -41,8 +41,10 @@ from agl_events.types import (
     FINISHED_STATUSES,
     Attempt,
     AttemptedRollout,
+    AttemptFinish,
     Claim,
     EnqueueRolloutRequest,
+    FinishOutcome,
     NamedResources,
     PaginatedResult,
     PromptCandidate,
@@ -313,6 +315,35 @@ class EventSourcedStore:
         await self.healthcheck()
         await self._follower.wait_folded(Topic.SPANS, spans_through)
         return await self._update_attempt(rollout_id, attempt_id, status=status)
+
+    async def claim_rollouts(self, rollout_ids: Sequence[str], worker_id: str | None = None) -> list[Claim | None]:
+        """agl-events extension: `claim_rollout` for a runner's several free slots at once, decided as one
+        command (one HTTP call and one commit for the batch); None for each rollout no longer waiting.
+        The rollouts may lie in any partitions."""
+        await self.healthcheck()
+        return await self._decide(lambda ctx: [task_cmds.claim(ctx, rid, worker_id) for rid in rollout_ids])
+
+    async def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
+        """agl-events extension: `finish_attempt` for several attempts of a runner at once. The view folds
+        to the furthest offsets any of them names, then each is decided as its own command (so one unknown
+        attempt fails alone, with its error in its outcome); they share the committer's batch."""
+        await self.healthcheck()
+        through: dict[int, int] = {}
+        for finish in finishes:
+            for partition, end in finish.spans_through.items():
+                through[partition] = max(end, through.get(partition, 0))
+        await self._follower.wait_folded(Topic.SPANS, through)
+        decided = await asyncio.gather(*(self._update_attempt(f.rollout_id, f.attempt_id, status=f.status)
+                                         for f in finishes), return_exceptions=True)
+        outcomes = []
+        for result in decided:
+            if isinstance(result, StoreUnhealthyError):
+                raise result
+            if isinstance(result, BaseException):
+                outcomes.append(FinishOutcome(error=f"{type(result).__name__}: {result}"))
+            else:
+                outcomes.append(FinishOutcome(attempt=result))
+        return outcomes
 
     async def record_heartbeats(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Spans someone else appended (a runner's tracer) are heartbeats: decide what they imply.

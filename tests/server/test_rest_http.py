@@ -296,3 +296,27 @@ def test_runner_extension_claim_runs_at_once_and_finish_checks_its_body(http: ht
     done = http.post(finish, json={"status": "succeeded", "spans_through": {}})
     assert done.status_code == 200 and done.json()["status"] == "succeeded"
     assert http.get(f"{AGL}/rollouts/{rid}").json()["status"] == "succeeded"
+
+
+def test_runner_extension_claims_and_finishes_in_batches(http: httpx.Client) -> None:
+    """A runner with free slots claims the tasks it took in one call and ends their attempts in one call;
+    each item answers for itself (one already taken, one unknown attempt) without failing the others."""
+    queued = http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": [{"input": i} for i in range(3)]}).json()
+    first, *rest = [r["rollout_id"] for r in queued]
+    assert http.post(f"{AGL}/rollouts/{first}/claim", json={"worker_id": "w0"}).json()["rollout"] is not None
+
+    claims = http.post(f"{AGL}/claims", json={"worker_id": "w1", "rollout_ids": [first, *rest, "ro-nope"]}).json()
+    assert [c["rollout"] is not None for c in claims] == [False, True, True, False]
+    attempts = [(c["rollout"]["rollout_id"], c["rollout"]["attempt"]) for c in claims[1:3]]
+    assert all(a["status"] == "running" and a["worker_id"] == "w1" for _, a in attempts)
+    assert http.post(f"{AGL}/claims", json={"rollout_ids": []}).json() == []
+
+    finishes = [{"rollout_id": rid, "attempt_id": a["attempt_id"], "status": s, "spans_through": {}}
+                for (rid, a), s in zip(attempts, ("succeeded", "failed"), strict=True)]
+    finishes.append({"rollout_id": rest[0], "attempt_id": "at-nope", "status": "succeeded"})
+    outcomes = http.post(f"{AGL}/attempts/finish", json={"finishes": finishes}).json()
+    assert [o["attempt"]["status"] for o in outcomes[:2]] == ["succeeded", "failed"]
+    assert outcomes[2]["attempt"] is None and "at-nope" in outcomes[2]["error"]
+    assert [http.get(f"{AGL}/rollouts/{rid}").json()["status"] for rid in rest] == ["succeeded", "failed"]
+    bad = http.post(f"{AGL}/attempts/finish", json={"finishes": [{**finishes[0], "status": "running"}]})
+    assert bad.status_code == 422
