@@ -67,7 +67,7 @@ def up(
         console.print(str(exc))
         return
     except launch.UpError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(str(exc), style="red", markup=False, highlight=False)
         raise typer.Exit(1) from exc
     paths = UpPaths(plan.home, plan.experiment)
     if foreground:
@@ -79,7 +79,7 @@ def up(
             launch.wait_for_stores(plan, supervisor, wait_timeout, lambda line: progress.update(line),
                                    cfg.store_token)
     except launch.UpError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(str(exc), style="red", markup=False, highlight=False)
         raise typer.Exit(1) from exc
     except KeyboardInterrupt as exc:
         console.print(f"still starting in the background (supervisor pid {supervisor.pid}): `agl-events status` "

@@ -119,3 +119,22 @@ def _leave_nothing_running(paths: UpPaths) -> None:
     for target in ([pid] if pid else []) + [p.pid for p in (state.processes if state else []) if p.pid]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(target, signal.SIGKILL)
+
+
+def test_a_store_not_answering_in_time_is_a_clear_error_with_its_log(bootstrap: str, experiment: str,
+                                                                       tmp_path: Path) -> None:
+    """`--wait-timeout` shorter than a store's start: `up` fails naming the store and quoting its log's end, and
+    leaves the supervisor running for `down`."""
+    home = tmp_path / "home"
+    paths = UpPaths(home, experiment)
+    up = _cli(bootstrap, experiment, home, "up", "--runners", "0", "--processors", "0", "--no-samples",
+              "--store-port", str(_two_free_ports()), "--wait-timeout", "0.1")
+    try:
+        assert up.returncode == 1, up.stdout + up.stderr
+        assert "store-0 did not answer within 0.1 s" in up.stdout and "store-0.log" in up.stdout
+        assert paths.supervisor_pid() is not None
+        down = _cli(bootstrap, experiment, home, "down")
+        assert down.returncode == 0 and "store-0" in down.stdout, down.stdout + down.stderr
+        assert paths.supervisor_pid() is None
+    finally:
+        _leave_nothing_running(paths)
