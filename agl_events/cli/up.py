@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from pathlib import Path
 from typing import Annotated
@@ -161,5 +160,8 @@ def _first_store(state: UpState | None) -> str | None:
 
 
 def _store_advertises() -> bool:
-    """Whether `agl-events store` takes `--advertise-url` (several stores sharing an experiment need it)."""
-    return "advertise_url" in inspect.signature(store_command.store).parameters
+    """Whether `agl-events store` takes `--advertise-url` (several stores sharing an experiment need it): the
+    options its --help lists."""
+    single = typer.Typer()
+    single.command()(store_command.store)
+    return any("--advertise-url" in getattr(param, "opts", ()) for param in typer.main.get_command(single).params)
