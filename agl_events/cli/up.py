@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from agl_events.broker.local import LocalBroker
 from agl_events.cli import store as store_command
 from agl_events.cli.context import DEFAULT_STORE_URL, settings
 from agl_events.runner.agents import load_agent
@@ -110,7 +111,9 @@ def status(
     def take() -> snapshot.Snapshot:
         state = paths.read_state() if paths.supervisor_pid() is not None else None
         url = store_url or _first_store(state) or DEFAULT_STORE_URL
-        bootstrap = state.bootstrap if state is not None else cfg.bootstrap_servers
+        bootstrap: str | None = state.bootstrap if state is not None else cfg.bootstrap_servers
+        if state is None and cfg.uses_local_broker and not LocalBroker(cfg).is_ready(timeout=1.0):
+            bootstrap = None  # refused at once: no waiting for a broker that is not there
         return snapshot.take(bootstrap, cfg.experiment, url, state, auth_token=cfg.store_token,
                              timeout=cfg.kafka_timeout)
 

@@ -38,12 +38,20 @@ def experiment_groups(experiment: str) -> dict[str, str]:
             samples_app(experiment): "samples workers", default_group(experiment): "trainer (SampleStream)"}
 
 
-def take(bootstrap: str, experiment: str, store_url: str | None, state: UpState | None, *,
+#: What a snapshot says when there is no cluster to ask.
+NO_LOCAL_BROKER = "the local broker is not running (`agl-events kafka start`, or set AGL_KAFKA_BOOTSTRAP)"
+
+
+def take(bootstrap: str | None, experiment: str, store_url: str | None, state: UpState | None, *,
          auth_token: str | None = None, timeout: float = 5.0) -> Snapshot:
-    """One snapshot; what cannot be read (Kafka, the store) is an error line in it, not an exception."""
+    """One snapshot; what cannot be read (Kafka, the store) is an error line in it, not an exception. `bootstrap`
+    None: the local broker is not running, so nothing waits for it."""
     snapshot = Snapshot(experiment=experiment, taken_at=time.time(), state=state)
     try:
-        _read_kafka(snapshot, bootstrap, timeout)
+        if bootstrap is None:
+            snapshot.kafka_error = NO_LOCAL_BROKER
+        else:
+            _read_kafka(snapshot, bootstrap, timeout)
     except (KafkaException, RuntimeError) as exc:
         snapshot.kafka_error = str(exc)
     if store_url is not None:

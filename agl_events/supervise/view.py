@@ -24,7 +24,8 @@ def render(snapshot: Snapshot, previous: Snapshot | None = None, now: Callable[[
     else:
         parts.append(processes_table(snapshot.state, now()))
     parts.append(figures_table(snapshot, previous))
-    parts.append(lag_table(snapshot))
+    if not snapshot.kafka_error:
+        parts.append(lag_table(snapshot))
     return Group(*parts)
 
 

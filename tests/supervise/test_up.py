@@ -136,5 +136,7 @@ def test_a_store_not_answering_in_time_is_a_clear_error_with_its_log(bootstrap: 
         down = _cli(bootstrap, experiment, home, "down")
         assert down.returncode == 0 and "store-0" in down.stdout, down.stdout + down.stderr
         assert paths.supervisor_pid() is None
+        alone = _cli(bootstrap, experiment, home, "status", "--interval", "0.2").stdout
+        assert f"no supervisor runs for experiment {experiment}" in alone and "consumer groups" in alone
     finally:
         _leave_nothing_running(paths)

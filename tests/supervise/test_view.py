@@ -51,4 +51,4 @@ def test_without_a_supervisor_or_a_store_it_says_so() -> None:
                           store=StoreFigures(url="http://127.0.0.1:4747", error="ConnectError: refused")))
     assert "no supervisor runs for experiment e1" in text
     assert "cannot reach kafka:9092" in text and "ConnectError: refused" in text
-    assert "spans/s" not in text
+    assert "spans/s" not in text and "consumer groups" not in text
