@@ -57,3 +57,10 @@ class UpPaths:
         temporary = self.state_file.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(state.model_dump_json(indent=2))
         temporary.replace(self.state_file)
+
+
+def supervised_experiments(home: Path) -> list[str]:
+    """The experiments under `home` whose supervisor runs (they share the local broker)."""
+    root = home.expanduser().absolute() / "up"
+    folders = sorted(root.iterdir()) if root.is_dir() else []
+    return [folder.name for folder in folders if UpPaths(home, folder.name).supervisor_pid() is not None]

@@ -20,7 +20,7 @@ from agl_events.broker.local import LocalBroker
 from agl_events.config import Settings
 from agl_events.supervise.backoff import Backoff, BackoffPolicy
 from agl_events.supervise.child import ChildProcess, rotate
-from agl_events.supervise.paths import UpPaths
+from agl_events.supervise.paths import UpPaths, supervised_experiments
 from agl_events.supervise.plan import STOP_ORDER, Plan
 from agl_events.supervise.state import ProcessState, UpState, describe_exit
 
@@ -51,7 +51,8 @@ class Supervisor:
         self._stop.set()
 
     def run(self) -> list[str]:
-        """Start everything, supervise until asked to stop, stop everything; returns what was stopped."""
+        """Start everything, supervise until asked to stop, stop everything (also when the supervisor itself
+        fails: no child outlives it); returns what was stopped."""
         self.paths.pid_file.write_text(f"{os.getpid()}\n")
         try:
             self.say(f"supervising {len(self.children)} processes of experiment {self.plan.experiment} "
@@ -62,9 +63,10 @@ class Supervisor:
             while not self._stop.wait(TICK_SECONDS):
                 if self.tick():
                     self._save()
-            return self.shutdown()
         finally:
+            stopped = self.shutdown()
             self.paths.pid_file.unlink(missing_ok=True)
+        return stopped
 
     def tick(self, now: float | None = None) -> bool:
         """Note exits, start what is due; returns whether anything changed."""
@@ -107,8 +109,9 @@ class Supervisor:
             names = [p.name for p in self.state.processes if p.kind == kind]
             for name in names:
                 process = self._process(name)
-                process.status = "stopping" if self.children[name].alive() else "stopped"
-                self.children[name].send(signal.SIGTERM)
+                if self.children[name].alive():
+                    process.status = "stopping"
+                    self.children[name].send(signal.SIGTERM)
             self._save()
             deadline = time.monotonic() + self.plan.stop_grace
             for name in names:
@@ -121,8 +124,12 @@ class Supervisor:
                 process.status, process.pid, process.restart_at = "stopped", None, None
             self._save()
         if self.plan.broker_started:
-            settings = Settings.from_env(home=self.plan.home, experiment=self.plan.experiment)
-            stopped.append(f"the local Kafka broker: {LocalBroker(settings).stop().message}")
+            others = [name for name in supervised_experiments(self.plan.home) if name != self.plan.experiment]
+            if others:
+                self.say(f"leaving the local Kafka broker running: experiments {', '.join(others)} use it")
+            else:
+                settings = Settings.from_env(home=self.plan.home, experiment=self.plan.experiment)
+                stopped.append(f"the local Kafka broker: {LocalBroker(settings).stop().message}")
         for line in stopped:
             self.say(f"stopped {line}")
         self.state.stopped = stopped
