@@ -20,7 +20,16 @@ import sys
 import time
 from collections.abc import Callable
 
-from agl_events.broker.local import LocalBroker, ensure_broker, file_lock, port_free, tail_file, wait_for_exit
+from agl_events.broker.local import (
+    LocalBroker,
+    command_line,
+    ensure_broker,
+    file_lock,
+    port_free,
+    process_alive,
+    tail_file,
+    wait_for_exit,
+)
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
@@ -116,11 +125,13 @@ def wait_for_stores(plan: Plan, supervisor: subprocess.Popen[bytes], timeout: fl
 
 def down(settings: Settings, timeout: float | None = None) -> list[str] | None:
     """Stop the experiment's supervisor and everything it runs; returns what was stopped (None: nothing was up).
-    `timeout`: how long the supervisor may take (default: its grace period per kind of process, and a minute)."""
+    `timeout`: how long the supervisor may take (default: its grace period per kind of process, and a minute).
+    Processes a killed supervisor left behind (state.json still names them) are killed too."""
     paths = UpPaths(settings.home, settings.experiment)
     pid = paths.supervisor_pid()
     if pid is None:
-        return None
+        leftovers = _kill_leftovers(paths)
+        return [f"{line}, left by a supervisor that was gone" for line in leftovers] if leftovers else None
     plan = Plan.model_validate_json(paths.plan_file.read_bytes())
     timeout = timeout if timeout is not None else plan.stop_grace * len(STOP_ORDER) + 60.0
     with contextlib.suppress(ProcessLookupError):
@@ -131,12 +142,20 @@ def down(settings: Settings, timeout: float | None = None) -> list[str] | None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     wait_for_exit(pid, 10.0)
-    killed = [f"the supervisor (pid {pid}): it had not stopped everything within {timeout:g} s, killed"]
+    paths.pid_file.unlink(missing_ok=True)
+    return [f"the supervisor (pid {pid}): it had not stopped everything within {timeout:g} s, killed",
+            *_kill_leftovers(paths)]
+
+
+def _kill_leftovers(paths: UpPaths) -> list[str]:
+    """SIGKILL the process group of every child state.json names that still runs (its command line names the
+    experiment, so a reused pid is left alone)."""
     state = paths.read_state()
+    killed = []
     for process in state.processes if state is not None else []:
-        if process.pid is not None:
+        running = command_line(process.pid) if process.pid is not None and process_alive(process.pid) else None
+        if process.pid is not None and running is not None and state is not None and state.experiment in running:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
                 killed.append(f"{process.name} (pid {process.pid}, killed)")
-    paths.pid_file.unlink(missing_ok=True)
     return killed

@@ -121,10 +121,10 @@ def _leave_nothing_running(paths: UpPaths) -> None:
             os.killpg(target, signal.SIGKILL)
 
 
-def test_a_store_not_answering_in_time_is_a_clear_error_with_its_log(bootstrap: str, experiment: str,
-                                                                       tmp_path: Path) -> None:
+def test_a_late_store_is_a_clear_error_and_down_cleans_up_after_a_killed_supervisor(bootstrap: str, experiment: str,
+                                                                                      tmp_path: Path) -> None:
     """`--wait-timeout` shorter than a store's start: `up` fails naming the store and quoting its log's end, and
-    leaves the supervisor running for `down`."""
+    leaves everything running. The supervisor SIGKILLed: `down` still stops the store it had started."""
     home = tmp_path / "home"
     paths = UpPaths(home, experiment)
     up = _cli(bootstrap, experiment, home, "up", "--runners", "0", "--processors", "0", "--no-samples",
@@ -132,10 +132,18 @@ def test_a_store_not_answering_in_time_is_a_clear_error_with_its_log(bootstrap: 
     try:
         assert up.returncode == 1, up.stdout + up.stderr
         assert "store-0 did not answer within 0.1 s" in up.stdout and "store-0.log" in up.stdout
-        assert paths.supervisor_pid() is not None
+        supervisor = paths.supervisor_pid()
+        assert supervisor is not None
+        _until(lambda: (state := paths.read_state()) is not None and state.processes[0].pid is not None,
+               "the store started")
+        store = _state(paths).processes[0].pid
+        os.kill(supervisor, signal.SIGKILL)
+        _until(lambda: paths.supervisor_pid() is None, "the supervisor gone")
+        assert store is not None and process_alive(store)
         down = _cli(bootstrap, experiment, home, "down")
-        assert down.returncode == 0 and "store-0" in down.stdout, down.stdout + down.stderr
-        assert paths.supervisor_pid() is None
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert f"store-0 (pid {store}, killed), left by a supervisor that was gone" in down.stdout
+        assert not process_alive(store)
         alone = _cli(bootstrap, experiment, home, "status", "--interval", "0.2").stdout
         assert f"no supervisor runs for experiment {experiment}" in alone and "consumer groups" in alone
     finally:
