@@ -33,6 +33,9 @@ def runner(
     store_url: StoreUrl = DEFAULT_STORE_URL,
     auth_token: AuthToken = None,
     max_rollouts: Annotated[int | None, typer.Option(help="Each runner exits after this many rollouts.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Rollouts each runner runs at once (async agents on its "
+                                             "loop, sync ones on its threads); claims and finishes go in batches.")
+                           ] = 1,
     name: Annotated[str, typer.Option(help="Runner ids are <name>-0, <name>-1, ...: give each command of an "
                                       "experiment its own name (agl-events up does).")] = "runner",
 ) -> None:
@@ -48,7 +51,7 @@ def runner(
     cfg = settings(ctx, auth_token)  # the runners send its token (settings travel to their processes)
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     config = RunnerConfig(settings=cfg, store_url=experiment_url(store_url, cfg.experiment), agent=agent,
-                          max_rollouts=max_rollouts)
+                          max_rollouts=max_rollouts, concurrency=concurrency)
     pool = RunnerPool(config, n, name=name)
     pool.start()
     console.print(f"started {n} runner(s) for experiment [bold]{cfg.experiment}[/] "

@@ -2,9 +2,10 @@
 
 A share group hands each record to one member and lets any number of members read one partition, so an
 idle runner gets the next task even while a slow rollout holds another runner, whatever the partition
-count. The store writes one task per record batch and we fetch one record at a time, so a runner
-acquires only the task it is about to run. We accept a task as soon as the store granted the claim:
-from then on the store's watchdog, not Kafka's redelivery, retries a rollout whose runner died.
+count. The store writes one task per record batch and a runner fetches at most as many records as it has
+slots (one for a runner running one rollout at a time), so it acquires only tasks it is about to run.
+We accept a task as soon as the store granted the claim: from then on the store's watchdog, not Kafka's
+redelivery, retries a rollout whose runner died.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ class Task:
 
 
 class TaskQueue:
-    def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, runner_id: str) -> None:
+    def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, runner_id: str, max_records: int = 1
+                 ) -> None:
+        """`max_records`: the most tasks one poll hands out (the runner's slots)."""
         self.codec = codec
         configure_share_group(make_admin(bootstrap), share_group(experiment))
         self._consumer = make_share_consumer(bootstrap, share_group(experiment), **{
-            "client.id": runner_id, "share.acknowledgement.mode": "explicit", "max.poll.records": 1,
+            "client.id": runner_id, "share.acknowledgement.mode": "explicit", "max.poll.records": max_records,
             "fetch.wait.max.ms": 500,
             "log_level": 3,  # the client warns that share consumers are a preview on every start
         })
@@ -85,8 +88,10 @@ class TaskQueue:
                 self._consumer.subscribe([self._topic])
                 self._stepped_aside = False
 
-    def next_task(self, timeout: float) -> Task | None:
-        """The next task, or None. Undecodable records are rejected (they would never decode)."""
+    def next_tasks(self, timeout: float) -> list[Task]:
+        """The next tasks (up to `max_records`), or none. Undecodable records are rejected (they would never
+        decode)."""
+        tasks = []
         for message in self._consumer.poll(timeout):
             if message.error() is not None:
                 log.warning("task queue: %s", message.error())
@@ -99,8 +104,8 @@ class TaskQueue:
             if decoded.name != "TaskDispatched":
                 self._settle(message, AcknowledgeType.ACCEPT)
                 continue
-            return Task(decoded.record["rollout_id"], decoded.record.get("queue_seq"), message)
-        return None
+            tasks.append(Task(decoded.record["rollout_id"], decoded.record.get("queue_seq"), message))
+        return tasks
 
     def done(self, task: Task) -> None:
         """Claimed (or no longer claimable): nobody else needs this record."""

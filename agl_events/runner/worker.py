@@ -1,14 +1,18 @@
-"""One runner: take a task, claim it from the store, run the agent under the Kafka tracer, report.
+"""One runner: take tasks, claim them from the store, run the agent under the Kafka tracer, report.
 
-Per rollout a runner makes two small calls to the store (claim, finish) and one to resolve resources
-when their id changes; spans stream to Kafka in batches and are flushed before the finish is reported,
-so a rollout's spans are in the log (and in the store's view) before anyone sees it finished. A rollout
-whose resources hold a ProxyLLM also makes one call per span, for its sequence id (see KafkaTracer).
+A runner runs up to `concurrency` rollouts at once (async agents as tasks on its loop, sync ones on its
+own threads), one attempt per trace context. It claims the tasks one poll gave it in one call and
+reports the ends that came close together in one call (`FinishBatcher`), plus one call to resolve
+resources when their id changes; spans stream to Kafka in batches and are flushed before the finish is
+reported, so a rollout's spans are in the log (and in the store's view) before anyone sees it finished.
+A rollout whose resources hold a ProxyLLM also makes one call per span, for its sequence id (see
+KafkaTracer), and reports its end alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import resource
@@ -18,9 +22,10 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agl_events.agent import LitAgent
 from agl_events.config import Settings
@@ -29,17 +34,24 @@ from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
+from agl_events.runner.finishes import FinishBatcher
 from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.server.client import StoreClient, StoreUnavailableError
 from agl_events.tracer import KafkaTracer
-from agl_events.types import AttemptedRollout, Claim, ProxyLLM, ResourcesUpdate
+from agl_events.types import AttemptedRollout, AttemptFinish, Claim, ProxyLLM, ResourcesUpdate
 
 log = logging.getLogger(__name__)
 
 
 #: How long a runner keeps trying to report a rollout's end while the store does not answer (`Runner._report`).
 REPORT_PATIENCE_SECONDS = 60.0
+
+
+def _each(settle: Callable[[Task], None], tasks: list[Task]) -> None:
+    """Settle several tasks in one thread hop (acknowledgements are local until the next poll)."""
+    for task in tasks:
+        settle(task)
 
 
 class RunnerConfig(BaseModel):
@@ -49,10 +61,13 @@ class RunnerConfig(BaseModel):
     runner_id: str = ""
     heartbeat_interval: float = 10.0
     poll_timeout: float = 0.1
-    #: A rollout running longer than this makes the runner leave the task group until it is done, so the
+    #: A runner busy in every slot for longer than this leaves the task group until a slot frees, so the
     #: tasks its client fetched ahead go to idle runners (rejoining costs about a second).
     step_aside_after: float = 1.0
     max_rollouts: int | None = None
+    #: Rollouts run at once. Agents waiting on I/O (an LLM) gain the most; CPU-bound Python agents share the
+    #: runner's one core, but the per-rollout calls to the store still come in batches.
+    concurrency: int = Field(1, ge=1)
 
     def with_id(self) -> RunnerConfig:
         runner_id = self.runner_id or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
@@ -76,6 +91,8 @@ class Runner:
         self.stop = threading.Event()
         self.completed = 0
         self._resources: dict[str, ResourcesUpdate] = {}
+        #: Sync agents' threads: one per slot (the loop's default pool has only cores + 4).
+        self._agents = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix=f"{self.config.runner_id}-agent")
 
     async def run(self) -> int:
         """Run until stopped (stop event, SIGTERM or max_rollouts); returns how many rollouts ran."""
@@ -84,27 +101,66 @@ class Runner:
         writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
                              **{"linger.ms": 50})
         tracer = KafkaTracer(writer)
-        queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id)
+        queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, cfg.concurrency)
         StopWatcher(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, self.stop)
         client = StoreClient(cfg.store_url, auth_token=settings.store_token)
+        finishes = FinishBatcher(client)
         beating = asyncio.create_task(self._heartbeats(client, writer))
+        running: set[asyncio.Task[None]] = set()
+        #: Tasks a poll gave beyond the free slots, claimed as slots free. They are few (a poll gives at most
+        #: `concurrency`) and short-lived; handing them back instead cost a broker round trip each.
+        backlog: list[Task] = []
+        started = 0
         try:
             while not self.stop.is_set():
-                task = await asyncio.to_thread(queue.next_task, cfg.poll_timeout)
-                if task is not None:
-                    try:
-                        await self._handle(task, queue, client, tracer)
-                    except StoreUnavailableError as exc:  # e.g. resources not fetched: the watchdog retries it
-                        log.error("task %s abandoned, the store is unreachable: %s", task.rollout_id, exc)
-                if cfg.max_rollouts is not None and self.completed >= cfg.max_rollouts:
+                if cfg.max_rollouts is not None and started >= cfg.max_rollouts:
                     break
+                if len(running) >= cfg.concurrency:
+                    await self._wait_for_a_slot(running, queue, backlog)
+                    continue
+                free = cfg.concurrency - len(running)
+                if cfg.max_rollouts is not None:
+                    free = min(free, cfg.max_rollouts - started)
+                if not backlog:
+                    backlog = await asyncio.to_thread(queue.next_tasks, cfg.poll_timeout)
+                tasks, backlog = backlog[:free], backlog[free:]
+                for claimed in await self._claim(tasks, queue, client):
+                    job = asyncio.create_task(self._run_rollout(claimed, client, tracer, finishes))
+                    running.add(job)
+                    job.add_done_callback(running.discard)
+                    started += 1
+            if backlog:  # stopping: someone else runs them
+                await asyncio.to_thread(_each, queue.give_back, backlog)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
         finally:
+            for job in running:
+                job.cancel()
             beating.cancel()
-            await asyncio.gather(beating, return_exceptions=True)
+            await asyncio.gather(beating, *running, return_exceptions=True)
             await asyncio.to_thread(queue.close)
             await asyncio.to_thread(writer.close)
             await client.close()
+            self._agents.shutdown(wait=False)
         return self.completed
+
+    async def _wait_for_a_slot(self, running: set[asyncio.Task[None]], queue: TaskQueue, backlog: list[Task]
+                               ) -> None:
+        """Every slot is busy: wait for one to free. Busy that long, the runner steps aside from the task group
+        meanwhile (its client would keep acquiring tasks that idle runners could run; its backlog goes back
+        too) and rejoins after."""
+        done, _ = await asyncio.wait(running, timeout=self.config.step_aside_after,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if done:
+            return
+        if backlog:
+            await asyncio.to_thread(_each, queue.give_back, backlog)
+            backlog.clear()
+        await asyncio.to_thread(queue.step_aside)
+        try:
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await asyncio.to_thread(queue.rejoin)
 
     async def _heartbeats(self, client: StoreClient, writer: EventWriter) -> None:
         while True:
@@ -114,29 +170,22 @@ class Runner:
                 log.warning("heartbeat failed: %s", exc)
             await asyncio.sleep(self.config.heartbeat_interval)
 
-    async def _handle(self, task: Task, queue: TaskQueue, client: StoreClient, tracer: KafkaTracer) -> None:
+    async def _claim(self, tasks: list[Task], queue: TaskQueue, client: StoreClient) -> list[Claim]:
+        """Claim the tasks in one call; the claims granted (None for tasks taken over REST, by another
+        runner, or cancelled: nothing to do). A store out of reach gets the tasks back, for other runners."""
+        if not tasks:
+            return []
         try:
-            claimed = await client.claim(task.rollout_id, self.config.runner_id)
+            claims = await client.claim_many([task.rollout_id for task in tasks], self.config.runner_id)
         except StoreUnavailableError as exc:
-            log.warning("cannot claim %s: %s; giving the task back", task.rollout_id, exc)
-            await asyncio.to_thread(queue.give_back, task)
+            log.warning("cannot claim %d tasks: %s; giving them back", len(tasks), exc)
+            await asyncio.to_thread(_each, queue.give_back, tasks)
             await asyncio.sleep(1.0)
-            return
-        await asyncio.to_thread(queue.done, task)
-        log.info("task %s: %s", task.rollout_id, "claimed" if claimed else "already taken")
-        if claimed is None:
-            return  # taken over REST or by another runner, or cancelled: nothing to do
-        loop = asyncio.get_running_loop()
-        stepping: list[asyncio.Future[None]] = []
-        step_aside = loop.call_later(self.config.step_aside_after,
-                                     lambda: stepping.append(loop.run_in_executor(None, queue.step_aside)))
-        try:
-            await self._run_rollout(claimed, client, tracer)
-        finally:
-            step_aside.cancel()
-            if stepping:  # only a long rollout stepped aside; most rollouts skip the thread hop
-                await stepping[0]
-                await asyncio.to_thread(queue.rejoin)
+            return []
+        await asyncio.to_thread(_each, queue.done, tasks)
+        for task, claim in zip(tasks, claims, strict=True):
+            log.info("task %s: %s", task.rollout_id, "claimed" if claim else "already taken")
+        return [claim for claim in claims if claim is not None]
 
     async def _resolve(self, client: StoreClient, resources_id: str | None) -> ResourcesUpdate | None:
         """Resources by id, fetched once per id (the claim names them, so a runner fetches only on change)."""
@@ -149,18 +198,24 @@ class Runner:
             self._resources[resources_id] = found
         return self._resources[resources_id]
 
-    async def _run_rollout(self, claimed: Claim, client: StoreClient, tracer: KafkaTracer) -> None:
+    async def _run_rollout(self, claimed: Claim, client: StoreClient, tracer: KafkaTracer,
+                           finishes: FinishBatcher) -> None:
         rollout = claimed.rollout
         rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
-        resources = await self._resolve(client, claimed.resources_id)
+        try:
+            resources = await self._resolve(client, claimed.resources_id)
+        except StoreUnavailableError as exc:  # the watchdog retries the attempt
+            log.error("task %s abandoned, the store is unreachable: %s", rid, exc)
+            return
         named = resources.resources if resources else {}
         # With a ProxyLLM the agent's LLM calls reach the log through the LLM proxy, which numbers them from the
         # store: the tracer then does too, so rewards and calls keep the order they happened in.
         proxied = any(isinstance(resource, ProxyLLM) for resource in named.values())
         reserve = client.sequence_reserver(rid, aid) if proxied else None
         status: Literal["succeeded", "failed"] = "succeeded"
+        context = tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve)
         try:
-            async with tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve):  # flushes spans on exit
+            async with context:  # flushes this attempt's spans on exit
                 result = await self._call_agent(rollout, named)
                 record_result(tracer, result)
         except Exception as exc:  # the agent's failure is the attempt's outcome, not the runner's
@@ -170,9 +225,15 @@ class Runner:
         if proxied:  # the proxy's spans may lie past the tracer's: the store folds to where the partitions end
             finished = await self._report(rid, lambda: client.update_attempt(rid, aid, status=status))
         else:  # the store records the finish once its view has read the spans up to where the tracer says
-            through = tracer.spans_through()
-            finished = await self._report(rid, lambda: client.finish_attempt(rid, aid, status, through))
+            finish = AttemptFinish(rollout_id=rid, attempt_id=aid, status=status, spans_through=context.spans_through())
+            finished = await self._report(rid, lambda: self._finish(finishes, finish))
         self.completed += finished
+
+    @staticmethod
+    async def _finish(finishes: FinishBatcher, finish: AttemptFinish) -> None:
+        outcome = await finishes.finish(finish)
+        if outcome.error is not None:  # e.g. the attempt timed out and was retried meanwhile: nothing to redo
+            log.warning("rollout %s: the store did not take its end: %s", finish.rollout_id, outcome.error)
 
     async def _report(self, rid: str, call: Callable[[], Awaitable[Any]]) -> bool:
         """Report a rollout's end, riding through a store restart (it catches up in seconds): retried with
@@ -197,7 +258,9 @@ class Runner:
         """Async agents run on the runner's loop; sync ones on a thread, so heartbeats and stop keep working."""
         if self.agent.is_async():
             return await self.agent.execute(rollout.input, resources, rollout)
-        return await asyncio.to_thread(self.agent.execute_sync, rollout.input, resources, rollout)
+        context = contextvars.copy_context()  # the tracer finds the attempt through it, as to_thread would
+        return await asyncio.get_running_loop().run_in_executor(
+            self._agents, context.run, self.agent.execute_sync, rollout.input, resources, rollout)
 
 
 def run_runner(config: RunnerConfig, agent: LitAgent[Any] | None = None) -> int:

@@ -1,8 +1,8 @@
 """A small async client of the agl-events store server, for our runners and CLI.
 
 Agent Lightning's own `LightningStoreClient` works against the server too; this one adds the runner
-extensions (`claim`, `finish_attempt`), turns connection failures into one clear error, and pulls in no
-agentlightning.
+extensions (`claim`, `finish_attempt` and their batched forms), turns connection failures into one clear
+error, and pulls in no agentlightning.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import httpx
 
 from agl_events.types import (
     Attempt,
+    AttemptFinish,
     Claim,
     EnqueueRolloutRequest,
+    FinishOutcome,
     PromptCandidate,
     ResourcesUpdate,
     Rollout,
@@ -80,6 +82,11 @@ class StoreClient:
         data = await self._call("POST", f"/rollouts/{rollout_id}/claim", json={"worker_id": worker_id})
         return None if data["rollout"] is None else Claim.model_validate(data)
 
+    async def claim_many(self, rollout_ids: Sequence[str], worker_id: str) -> list[Claim | None]:
+        """Claim several dispatched tasks in one call; None for each no longer waiting."""
+        data = await self._call("POST", "/claims", json={"worker_id": worker_id, "rollout_ids": list(rollout_ids)})
+        return [None if c["rollout"] is None else Claim.model_validate(c) for c in data]
+
     async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
         data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}", json=fields)
         return Attempt.model_validate(data)
@@ -90,6 +97,12 @@ class StoreClient:
         data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}/finish",
                                 json={"status": status, "spans_through": spans_through})
         return Attempt.model_validate(data)
+
+    async def finish_many(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
+        """End several attempts in one call; an outcome per attempt, in order."""
+        data = await self._call("POST", "/attempts/finish",
+                                json={"finishes": [f.model_dump(mode="json") for f in finishes]})
+        return [FinishOutcome.model_validate(o) for o in data]
 
     async def query_rollouts(self) -> list[Rollout]:
         """Every rollout (without its latest attempt: `query_attempts` has them all)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -35,3 +36,11 @@ class SlowOrFast(LitAgent[Any]):
     def rollout(self, task: Any, resources: Any, rollout: Any) -> float:
         time.sleep(float(task.get("sleep", 0)))
         return 0.5
+
+
+@rollout
+async def waiting_agent(task: dict[str, Any]) -> None:
+    """An async agent that waits (as on an LLM) inside a traced step: runners with slots overlap them."""
+    with operation(step="wait"):
+        await asyncio.sleep(float(task.get("sleep", 0.2)))
+    emit_reward(float(task["i"]) / 1000.0)

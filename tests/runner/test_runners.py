@@ -21,7 +21,7 @@ from agl_events.server.embedded import embedded_store_server
 from agl_events.server.process import StoreProcess
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
-from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent
+from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent, waiting_agent
 
 
 async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:
@@ -61,6 +61,43 @@ async def test_four_runners_complete_500_rollouts_exactly_once(settings: Setting
             for runner_id in runners:  # runners serve no /metrics: their heartbeats carry the span back-pressure
                 worker = await store.get_worker_by_id(runner_id)
                 assert worker is not None and set(worker.heartbeat_stats["span_backpressure"]) == {"waits", "seconds"}
+        finally:
+            pool.stop(grace=30)
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = current = 0
+    for _, step in edges:
+        current += step
+        most = max(most, current)
+    return most
+
+
+async def test_runners_with_slots_run_rollouts_at_once_exactly_once(settings: Settings, tmp_path: Path) -> None:
+    """Two runners of 8 slots each, an async agent that waits: each runner overlaps its rollouts (claimed and
+    finished in batches), and every rollout still runs once, with its own gap-free spans."""
+    async with embedded_store_server(settings, tmp_path / "view") as (store, url):
+        config = RunnerConfig(settings=settings, store_url=url, agent="x", concurrency=8)
+        pool = RunnerPool(config, 2, agent=waiting_agent)
+        pool.start()
+        try:
+            queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(48)])
+            ids = [r.rollout_id for r in queued]
+            statuses = await _wait_finished(store, ids, deadline_s=120)
+            assert Counter(statuses.values()) == {"succeeded": 48}
+            windows: dict[str, list[tuple[float, float]]] = {}
+            for rid in ids:
+                attempts = list(await store.query_attempts(rid))
+                assert [a.status for a in attempts] == ["succeeded"], rid
+                spans = list(await store.query_spans(rid))
+                assert [(s.sequence_id, s.attempt_id) for s in spans] == [(1, attempts[0].attempt_id),
+                                                                           (2, attempts[0].attempt_id)], rid
+                assert spans[1].attributes["agentlightning.reward.0.value"] == (await store.get_rollout_by_id(rid)
+                                                                                ).input["i"] / 1000.0
+                windows.setdefault(attempts[0].worker_id, []).append((spans[0].start_time, spans[0].end_time))
+            assert len(windows) == 2 and all(_most_at_once(w) > 1 for w in windows.values()), windows
         finally:
             pool.stop(grace=30)
 
