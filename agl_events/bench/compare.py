@@ -88,11 +88,13 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
     view_dir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     try:
         async with embedded_store_server(settings, view_dir) as (store, url):
-            pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), params.runners,
-                              name=f"bench-{uuid.uuid4().hex[:4]}", agent=workload_agent)
+            config = RunnerConfig(settings=settings, store_url=url, agent="x", concurrency=params.concurrency)
+            pool = RunnerPool(config, params.our_processes(), name=f"bench-{uuid.uuid4().hex[:4]}",
+                              agent=workload_agent)
             pool.start()
             try:
-                warm = params.model_copy(update={"rollouts": params.runners * 2, "max_rounds": 1, "span_sleep": 0.0,
+                slots = params.our_processes() * params.concurrency
+                warm = params.model_copy(update={"rollouts": slots * 2, "max_rounds": 1, "span_sleep": 0.0,
                                                  "seed": 10_000 + params.seed})
                 await _run_all(store, warm.tasks(), params.batch_size)
                 runner_pids = [p.pid for p in pool.processes if p.pid]

@@ -17,7 +17,11 @@ from agl_events.agent import rollout
 from agl_events.bench.agl_side import expected_spans, make_tasks, plan_rollout, run_plan
 from agl_events.emitter import emit_reward, operation
 
-__all__ = ["PRESETS", "WorkloadParams", "expected_spans", "make_tasks", "plan_rollout", "workload_agent"]
+__all__ = ["OURS_ONLY", "PRESETS", "WorkloadParams", "expected_spans", "make_tasks", "plan_rollout", "workload_agent"]
+
+
+#: Parameters of our side only: Agent Lightning's runners are one process running one rollout each.
+OURS_ONLY = ("concurrency", "our_runners")
 
 
 class WorkloadParams(BaseModel):
@@ -30,6 +34,11 @@ class WorkloadParams(BaseModel):
     span_sleep: float = Field(0.0, ge=0, description="seconds slept inside each leaf and final span")
     reward_p: float = Field(0.5, ge=0, le=1, description="probability of a reward span after a round")
     seed: int = 0
+    concurrency: int = Field(1, ge=1, description="rollouts each of our runners runs at once (AGL's run one each)")
+    our_runners: int = Field(0, ge=0, description="our runner processes (0: as many as AGL's runners)")
+
+    def our_processes(self) -> int:
+        return self.our_runners or self.runners
 
     def tasks(self) -> list[dict[str, Any]]:
         return make_tasks(self.rollouts, self.max_rounds, self.reward_p, self.span_sleep, self.seed)
@@ -44,10 +53,26 @@ class WorkloadParams(BaseModel):
                 "--reward-p", str(self.reward_p), "--seed", str(self.seed)]
 
 
-#: small: a quick look (the whole command in a few minutes); medium: the reference figures.
+#: small: a quick look (the whole command in a few minutes); medium: the reference figures (our 4 runners run
+#: up to 16 rollouts at once each; Agent Lightning's LitAgentRunner runs one).
+#: agl-*: the scenarios of Agent Lightning's own store benchmark (tests/benchmark/benchmark_store.py, run by its
+#: .github/workflows/benchmark.yml: total tasks, batch size, runners, max rounds, sleep). Its agent sleeps
+#: uniform(0, s) in each leaf and final span where ours sleeps a fixed `span_sleep`: s / 2 keeps the mean. Its
+#: runners are processes; ours are fewer processes with as many slots in all. They need far more than 2 cores
+#: and Agent Lightning's side one ~350 MB process per runner: scale them down with --rollouts / --runners.
 PRESETS: dict[str, WorkloadParams] = {
     "small": WorkloadParams(rollouts=50, runners=2, max_rounds=3),
-    "medium": WorkloadParams(rollouts=200, runners=4, max_rounds=5),
+    "medium": WorkloadParams(rollouts=200, runners=4, max_rounds=5, concurrency=16),
+    "agl-minimal": WorkloadParams(rollouts=4096, runners=32, max_rounds=6, batch_size=256, span_sleep=0.25,
+                                  our_runners=4, concurrency=8),
+    "agl-medium": WorkloadParams(rollouts=10_000, runners=100, max_rounds=10, batch_size=1000, span_sleep=0.05,
+                                 our_runners=4, concurrency=25),
+    "agl-midhigh": WorkloadParams(rollouts=20_000, runners=300, max_rounds=6, batch_size=2048, span_sleep=0.05,
+                                  our_runners=4, concurrency=75),
+    "agl-large-batch": WorkloadParams(rollouts=50_000, runners=1000, max_rounds=3, batch_size=8192,
+                                      span_sleep=0.05, our_runners=8, concurrency=125),
+    "agl-heavy-traces": WorkloadParams(rollouts=10_000, runners=512, max_rounds=20, batch_size=1024,
+                                       span_sleep=0.5, our_runners=8, concurrency=64),
 }
 
 

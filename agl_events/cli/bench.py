@@ -17,7 +17,9 @@ from agl_events.cli.context import settings
 
 def bench(
     ctx: typer.Context,
-    preset: Annotated[str, typer.Option(help="small (a quick look) or medium (the reference figures).")] = "small",
+    preset: Annotated[str, typer.Option(help="small (a quick look), medium (the reference figures), or agl-minimal, "
+                                             "agl-medium, agl-midhigh, agl-large-batch, agl-heavy-traces (Agent "
+                                             "Lightning's own store benchmark scenarios).")] = "small",
     rollouts: Annotated[int | None, typer.Option(min=1, help="Rollouts measured (after a warm-up).")] = None,
     runners: Annotated[int | None, typer.Option(min=1, help="Runner processes on each side.")] = None,
     max_rounds: Annotated[int | None, typer.Option(min=1, help="Each rollout does randint(1, max_rounds) rounds.")
@@ -27,6 +29,9 @@ def bench(
     reward_p: Annotated[float | None, typer.Option(min=0, max=1, help="Probability of a reward after a round.")
                         ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the rollouts' shapes (same on both sides).")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Rollouts each of our runners runs at once.")] = None,
+    our_runners: Annotated[int | None, typer.Option(min=0, help="Our runner processes (0: as many as --runners).")
+                           ] = None,
     venv: Annotated[Path | None, typer.Option(help="Agent Lightning's venv (default: <home>/bench-venv).")] = None,
     raw_messages: Annotated[int | None, typer.Option(min=1, help="Records sent by the raw producer loop.")] = None,
     profile: Annotated[Path | None, typer.Option(
@@ -40,7 +45,8 @@ def bench(
     if preset not in PRESETS:
         raise typer.BadParameter(f"preset must be one of {sorted(PRESETS)}", param_hint="--preset")
     given = {"rollouts": rollouts, "runners": runners, "max_rounds": max_rounds, "batch_size": batch_size,
-             "span_sleep": span_sleep, "reward_p": reward_p, "seed": seed}
+             "span_sleep": span_sleep, "reward_p": reward_p, "seed": seed, "concurrency": concurrency,
+             "our_runners": our_runners}
     overrides = {k: v for k, v in given.items() if v is not None}
     params = WorkloadParams.model_validate({**PRESETS[preset].model_dump(), **overrides})
     cfg = settings(ctx)

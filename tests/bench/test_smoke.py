@@ -15,7 +15,7 @@ from agl_events.bench.agl_side import random_attributes, run_plan
 from agl_events.bench.compare import REQUIRED_KEYS, summarize
 from agl_events.bench.cpu import CpuMeter, process_cpu_seconds
 from agl_events.bench.stages import stage_costs
-from agl_events.bench.workload import PRESETS, WorkloadParams, expected_spans, plan_rollout
+from agl_events.bench.workload import OURS_ONLY, PRESETS, WorkloadParams, expected_spans, plan_rollout
 from agl_events.emitter import emit_reward, operation, set_active_provider
 
 
@@ -60,10 +60,16 @@ def test_run_plan_emits_the_planned_spans() -> None:
 
 
 def test_presets_and_agl_args_carry_every_parameter() -> None:
-    assert set(PRESETS) >= {"small", "medium"}
+    assert set(PRESETS) >= {"small", "medium", "agl-minimal", "agl-heavy-traces"}
     args = PRESETS["medium"].agl_side_args()
     for name in WorkloadParams.model_fields:
-        assert f"--{name.replace('_', '-')}" in args
+        assert (f"--{name.replace('_', '-')}" in args) != (name in OURS_ONLY)
+
+
+def test_agl_presets_give_our_side_as_many_slots_as_agl_has_runners() -> None:
+    for name, params in PRESETS.items():
+        if name.startswith("agl-"):
+            assert params.our_processes() * params.concurrency == params.runners, name
 
 
 def test_summary_has_the_contract_keys_and_is_json() -> None:
