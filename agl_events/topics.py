@@ -6,6 +6,7 @@ reducers rely on, so everything about a rollout is keyed by its rollout id and l
 
 from __future__ import annotations
 
+import zlib
 from enum import StrEnum
 
 from pydantic import BaseModel
@@ -96,3 +97,15 @@ LAYOUT: tuple[TopicSpec, ...] = (
 #: The topics the store's view (and the processor's views) fold: those of the folded event kinds
 #: (`events.kinds`; a test checks they agree).
 VIEW_TOPICS: tuple[Topic, ...] = (Topic.ROLLOUTS, Topic.ATTEMPTS, Topic.SPANS, Topic.RESOURCES, Topic.WORKERS)
+
+
+def partition_of(key: str | bytes, partitions: int) -> int:
+    """The partition our producers put `key` in: librdkafka's default `consistent_random` partitioner.
+
+    That is CRC-32 of the key modulo the partition count (for non-empty keys), NOT the Java client's
+    murmur2: `log.clients.producer_config` does not set `partitioner`, so confluent-kafka keeps its
+    default. Should the producers ever be switched to `murmur2_random` (Java-compatible), this has to
+    follow (murmur2 is `aiokafka.partitioner.murmur2(key) & 0x7fffffff`).
+    """
+    raw = key.encode() if isinstance(key, str) else key
+    return zlib.crc32(raw) % partitions

@@ -13,7 +13,6 @@ next worker to own that partition rebuilds it from offset 0.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -142,18 +141,6 @@ class PartitionViews(PartitionStates[StoreView]):
                 "counts": dict(view.scan(COUNT_PREFIX)),
             })
         return out
-
-
-def partition_of(key: str | bytes, partitions: int) -> int:
-    """The partition our producers put `key` in: librdkafka's default `consistent_random` partitioner.
-
-    That is CRC-32 of the key modulo the partition count (for non-empty keys), NOT the Java client's
-    murmur2: `log.clients.producer_config` does not set `partitioner`, so confluent-kafka keeps its
-    default. Should the producers ever be switched to `murmur2_random` (Java-compatible), this has to
-    follow (murmur2 is `aiokafka.partitioner.murmur2(key) & 0x7fffffff`).
-    """
-    raw = key.encode() if isinstance(key, str) else key
-    return zlib.crc32(raw) % partitions
 
 
 def summed_counts(stats: Iterable[Mapping[str, Any]]) -> dict[str, int]:

@@ -27,12 +27,12 @@ from faust.web import Request, Response, View
 
 from agl_events.config import Settings
 from agl_events.reducers import keys
-from agl_events.topics import Topic, topic_name
+from agl_events.topics import Topic, partition_of, topic_name
 from processors import app as worker_app
 from processors.app import BATCH_MAX, BATCH_WITHIN, new_app
 from processors.context import ProcessorContext, build_context, fold_records, raw_records
 from processors.metrics import WorkerFigures, add_metrics_page
-from processors.partition_views import partition_of, summed_counts
+from processors.partition_views import summed_counts
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -39,6 +40,14 @@ def store(
     as_of_offsets: Annotated[Path | None, typer.Option("--as-of-offsets", exists=True, dir_okay=False,
                                                        help="With --read-only: as of these log offsets (JSON).")
                              ] = None,
+    advertise_url: Annotated[str | None, typer.Option(
+        "--advertise-url", envvar="AGL_STORE_ADVERTISE_URL",
+        help="Where the other store processes of an experiment reach this one (default http://<host>:<port>, "
+             "the machine's name for 0.0.0.0). Stores of one experiment share its rollouts' partitions and "
+             "forward each command to the owner.")] = None,
+    single: Annotated[bool, typer.Option(
+        "--single", help="Decide for every rollout, joining no store group (one store process per experiment; "
+                         "the behaviour before store groups).")] = False,
     auth_token: AuthToken = None,
     auth_tokens: Annotated[Path | None, typer.Option(
         "--auth-tokens", envvar="AGL_AUTH_TOKENS_FILE", exists=True, dir_okay=False,
@@ -65,11 +74,14 @@ def store(
     if cut != CutSpec() and not read_only:
         raise typer.BadParameter("--as-of, --as-of-resources and --as-of-offsets need --read-only")
 
+    own_url = None if single else advertise_url or default_advertise_url(host, port)
+
     async def store_for(experiment: str) -> LightningStore:
         scoped = cfg.model_copy(update={"experiment": experiment})
         if not read_only:
             return await KafkaLightningStore.open(scoped, view_dir=views_root / experiment,
-                                                  scan_debounce_seconds=scan_debounce)
+                                                  scan_debounce_seconds=scan_debounce, advertise_url=own_url,
+                                                  auth_token=auth.required_for(experiment))
         if views is not None and cut == CutSpec():
             return ReadOnlyStore.open(views / experiment)
         (cfg.home / "replay").mkdir(parents=True, exist_ok=True)
@@ -83,3 +95,9 @@ def store(
                f"default experiment {cfg.experiment}, views in {views_root}{secured})")
     serve(create_app(store_for, default_experiment=cfg.experiment, auth=auth), host=host, port=port,
           log_level=log_level)
+
+
+def default_advertise_url(host: str, port: int) -> str:
+    """This server as other machines name it: its listen address, or the host name when it listens on all."""
+    reachable = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    return f"http://{reachable}:{port}"

@@ -21,6 +21,7 @@ from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.server.auth import AuthMiddleware, AuthTokens
 from agl_events.server.errors import StoreErrorMiddleware
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores, StoreFactory
+from agl_events.server.forwarded import ForwardedMiddleware
 from agl_events.server.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from agl_events.server.metrics import (
     BackpressureCollector,
@@ -97,6 +98,7 @@ def create_app(
         return {"status": "ok"}
 
     # Last added is outermost: metrics see the status the error middleware produced.
+    app.add_middleware(ForwardedMiddleware)  # innermost: the store sees it while deciding
     app.add_middleware(StoreErrorMiddleware)
     if auth is not None and auth.enabled:  # inside metrics, so refused requests are counted too
         app.add_middleware(AuthMiddleware, tokens=auth, default_experiment=experiments.default)

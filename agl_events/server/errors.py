@@ -20,14 +20,14 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agl_events.log.encoding import EventTooLargeError
-from agl_events.store.errors import ReadOnlyStoreError, StoreUnhealthyError
+from agl_events.store.errors import NoOwnerError, NotOwnerError, ReadOnlyStoreError, StoreUnhealthyError
 
 logger = logging.getLogger("agl_events.server")
 
 #: Exception types whose message is the caller's to read: answered 400 instead of 500.
 CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 #: The store cannot serve at all: 503 with the reason.
-UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError,)
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError, NoOwnerError)
 
 
 class ErrorBody(BaseModel):
@@ -44,6 +44,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such experiment (an illegal name)"},
     405: {"model": ErrorBody, "description": "A write asked of a read-only store (a view of the past)"},
     413: {"model": ErrorBody, "description": "Input too large for one event on the log"},
+    421: {"model": ErrorBody, "description": "A command another store forwarded here for a rollout this store does "
+                                             "not own (any more): the forwarder asks the owner"},
     500: {"model": ErrorBody, "description": "A server fault (the client retries it after probing /health)"},
     503: {"model": ErrorBody, "description": "The store stopped serving (its view no longer follows the log)"},
 }
@@ -54,6 +56,8 @@ def error_response(exc: Exception) -> JSONResponse:
     error_type = type(exc).__name__
     if isinstance(exc, ReadOnlyStoreError):
         return JSONResponse({"detail": str(exc), "error_type": error_type}, status_code=405)
+    if isinstance(exc, NotOwnerError):
+        return JSONResponse({"detail": str(exc), "error_type": error_type}, status_code=421)
     if isinstance(exc, CLIENT_ERRORS):
         status = 413 if isinstance(exc, EventTooLargeError) else 400
         return JSONResponse({"detail": str(exc) or error_type, "error_type": error_type}, status_code=status)

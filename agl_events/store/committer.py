@@ -36,6 +36,7 @@ from agl_events.log.backpressure import Backpressure
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.context import DecisionContext
 from agl_events.store.errors import StoreUnhealthyError
+from agl_events.store.ownership import EVERYWHERE, Placement
 from agl_events.views.store_view import StoreView
 
 T = TypeVar("T")
@@ -79,14 +80,16 @@ class Committer:
                  on_applied: Callable[[list[LoggedEvent]], None], clock: Callable[[], float] = time.time,
                  max_batch: int = 2000, max_in_flight: int = 4,
                  on_fold_failure: Callable[[BaseException], None] = lambda error: None,
-                 max_queued: int | None = None) -> None:
-        """`max_queued` defaults to a full pipeline plus one batch waiting (`max_batch * (max_in_flight + 1)`):
+                 max_queued: int | None = None, placement: Callable[[], Placement] = lambda: EVERYWHERE) -> None:
+        """`placement` says, as each batch is decided, where this store may create rollouts (`store.ownership`).
+        `max_queued` defaults to a full pipeline plus one batch waiting (`max_batch * (max_in_flight + 1)`):
         more queued commands would add only latency, not throughput."""
         self._log = log
         self._view = view
         self._producer_id = producer_id
         self._on_applied = on_applied
         self._on_fold_failure = on_fold_failure
+        self._placement = placement
         self._clock = clock
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
@@ -145,7 +148,7 @@ class Committer:
     def _start(self, commands: list[tuple[Command, asyncio.Future[Any]]]) -> None:
         """Decide `commands` on top of the batches still in flight and queue their events behind them."""
         base = self._in_flight[-1].root if self._in_flight else self._view
-        root = DecisionContext(base, self._now(), self._producer_id)
+        root = DecisionContext(base, self._now(), self._producer_id, self._placement())
         decided: list[tuple[asyncio.Future[Any], Any]] = []
         encoded: list[EncodedEvent] = []
         for command, future in commands:
@@ -231,6 +234,15 @@ class Committer:
             else:
                 batch.done.set_exception(error)
                 batch.done.exception()  # retrieved: a batch with no successor must not warn
+
+    async def drain(self) -> None:
+        """Wait until every command taken so far is answered: their events durable, or failed. A store handing
+        partitions to another drains first, so the new owner's catch-up finds everything it decided."""
+        while self._pending or self._in_flight:
+            if self._in_flight:
+                await asyncio.wait([self._in_flight[-1].done])
+            else:
+                await asyncio.sleep(0.001)
 
     async def close(self) -> None:
         tasks = [t for t in (self._task, *self._completions) if t is not None]

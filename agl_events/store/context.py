@@ -7,33 +7,16 @@ batch, see it. Nothing reaches the real view until the events are durable in the
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import uuid
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 from agl_events.log.records import NewEvent, event
 from agl_events.reducers import keys, reduce
+from agl_events.store.ownership import EVERYWHERE, Placement
 from agl_events.views.store_view import StoreView
 
 _DELETED = object()
-
-
-def _hex_id(length: int) -> str:
-    return hashlib.sha1(uuid.uuid4().bytes).hexdigest()[:length]
-
-
-def new_rollout_id() -> str:
-    return f"ro-{_hex_id(12)}"
-
-
-def new_attempt_id() -> str:
-    return f"at-{_hex_id(8)}"
-
-
-def new_resources_id() -> str:
-    return f"rs-{_hex_id(12)}"
 
 
 class Readable(Protocol):
@@ -49,8 +32,11 @@ class DecisionContext:
     batch; `absorb` folds a successful child back, and a failed child is simply dropped.
     """
 
-    def __init__(self, base: StoreView | Readable, now: float, producer_id: str) -> None:
+    def __init__(self, base: StoreView | Readable, now: float, producer_id: str,
+                 placement: Placement = EVERYWHERE) -> None:
         self.view = base
+        #: Where this store may create rollouts and draw queue positions (`store.ownership`).
+        self.placement = placement
         self.now = now
         self.producer_id = producer_id
         self.overlay: dict[str, Any] = {}
@@ -77,7 +63,7 @@ class DecisionContext:
         return self.now
 
     def child(self, now: float) -> DecisionContext:
-        return DecisionContext(self, now, self.producer_id)
+        return DecisionContext(self, now, self.producer_id, self.placement)
 
     def absorb(self, child: DecisionContext) -> None:
         self.overlay.update(child.overlay)
@@ -115,5 +101,5 @@ class DecisionContext:
     def latest_resources_id(self) -> str | None:
         return self.get(keys.LATEST_RESOURCES)
 
-    def next_queue_seq(self) -> int:
-        return (self.get(keys.QUEUE_SEQ) or 0) + 1
+    def next_queue_seq(self, rid: str) -> int:
+        return self.placement.queue_seq_after(self.get(keys.QUEUE_SEQ) or 0, rid)

@@ -13,3 +13,12 @@ class FollowerFailed(StoreUnhealthyError):
 
 class ReadOnlyStoreError(RuntimeError):
     """A write asked of a read-only store (a view of the past): refused, with which view it serves."""
+
+
+class NotOwnerError(RuntimeError):
+    """A command forwarded by another store for a rollout whose partition this store does not own (any more):
+    the forwarder learns the new owner and asks it (HTTP 421, Misdirected Request)."""
+
+
+class NoOwnerError(RuntimeError):
+    """No store of the group took the rollout's partition in time (a rebalance that does not settle): 503."""

@@ -46,8 +46,15 @@ class Ingester:
     """Polls `topic`, hands each request to `ingest`, dead-letters the invalid ones, then commits."""
 
     def __init__(self, bootstrap: str, experiment: str, topic: str, codec: AvroCodec, ingest: Ingest,
-                 dead_letter: DeadLetter, flush_dead_letters: Callable[[], None]) -> None:
-        self._consumer = make_consumer(bootstrap, ingest_group(experiment), **{"enable.partition.eof": False})
+                 dead_letter: DeadLetter, flush_dead_letters: Callable[[], None],
+                 catch_up: Callable[[], Awaitable[None]] | None = None) -> None:
+        """`catch_up` (a store group: several stores ingest, each the partitions the consumer group gives it)
+        folds the rollouts topic to its end; it runs before the first requests of every new assignment, so
+        the keys the previous reader of those partitions enqueued are in the view before any is decided."""
+        self._consumer = make_consumer(bootstrap, ingest_group(experiment), **{"enable.partition.eof": False,
+                                                                               "session.timeout.ms": 6000})
+        self._catch_up = catch_up
+        self._reassigned = False
         self._topic = topic
         self._codec = codec
         self._ingest = ingest
@@ -67,7 +74,10 @@ class Ingester:
         info = self._consumer.list_topics(self._topic, timeout=10.0).topics[self._topic]
         if info.error is not None:
             raise RuntimeError(f"topic {self._topic} does not exist; run `agl-events topics create`")
-        self._consumer.assign([TopicPartition(self._topic, p, OFFSET_STORED) for p in sorted(info.partitions)])
+        if self._catch_up is not None:
+            self._consumer.subscribe([self._topic], on_assign=self._on_assign)
+        else:
+            self._consumer.assign([TopicPartition(self._topic, p, OFFSET_STORED) for p in sorted(info.partitions)])
         self._task = asyncio.get_running_loop().create_task(self._run(), name="agl-ingest")
 
     async def _run(self) -> None:
@@ -77,6 +87,9 @@ class Ingester:
             if not messages:
                 continue
             try:
+                if self._reassigned and self._catch_up is not None:
+                    self._reassigned = False
+                    await self._catch_up()
                 await self._handle(messages)
             except Exception:  # the log refused an append: nothing is committed, re-read the batch
                 log.exception("ingesting %d task requests failed; re-reading them", len(messages))
@@ -84,6 +97,10 @@ class Ingester:
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
             await asyncio.to_thread(self._commit, messages)
+
+    def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        """Called inside a poll, so after the batch before it was decided and committed."""
+        self._reassigned = True
 
     async def _handle(self, messages: list[Message]) -> None:
         """Decide every request of the poll (one committer batch), dead-letter the invalid, flush the DLQ."""

@@ -29,6 +29,10 @@ from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.follower import Follower
 from agl_events.store.ingester import Ingester
+from agl_events.store.membership import StoreGroup
+from agl_events.store.ownership import Ownership
+from agl_events.store.peers import PeerStores
+from agl_events.store.routing import Router
 from agl_events.store.service import EventSourcedStore
 from agl_events.topics import VIEW_TOPICS, Topic, topic_name
 from agl_events.views.rocks import RocksKV
@@ -90,10 +94,14 @@ class KafkaLightningStore(EventSourcedStore):
 
     @classmethod
     async def open(cls, settings: Settings, *, view_dir: Path | None = None, scan_debounce_seconds: float = 10.0,
-                   clock: Callable[[], float] = time.time) -> KafkaLightningStore:
+                   clock: Callable[[], float] = time.time, advertise_url: str | None = None,
+                   auth_token: str | None = None) -> KafkaLightningStore:
         """Connect to `settings.bootstrap_servers`, create the topics, catch up, follow.
 
         Starting a local broker is the caller's decision (the CLI and the Trainer do), not the library's.
+        With `advertise_url` (where other stores reach this one's REST API) the store joins the experiment's
+        store group and decides only for the rollouts of the partitions it owns, forwarding the rest with
+        `auth_token` (`store.ownership`); without it, it decides everything itself.
         """
         bootstrap = settings.bootstrap_servers
         await asyncio.to_thread(create_topics, make_admin(bootstrap), settings.experiment)
@@ -107,14 +115,24 @@ class KafkaLightningStore(EventSourcedStore):
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
                              dead_letter=dead_letter_to(writer),
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})
+        rollouts_topic = topic_name(settings.experiment, Topic.ROLLOUTS)
+        ownership = None if advertise_url is None else Ownership(
+            await asyncio.to_thread(_partition_count, bootstrap, rollouts_topic), advertise_url)
+        router = Router(ownership, PeerStores(settings.experiment, auth_token) if ownership else None)
         store = cls(KafkaLog(writer, tasks_writer), view, Follower(reader, view), producer_id=producer_id,
-                    scan_debounce_seconds=scan_debounce_seconds, clock=clock)
+                    scan_debounce_seconds=scan_debounce_seconds, clock=clock, router=router)
         store.view_dir = view_dir
         store._ingester = Ingester(bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS),
-                                   codec, store.ingest_task, dead_letter_to(writer), writer.flush)
+                                   codec, store.ingest_task, dead_letter_to(writer), writer.flush,
+                                   catch_up=store.catch_up_rollouts if ownership is not None else None)
         try:
             reader.assign(view.positions)
             applied = await store.start()
+            if ownership is not None:
+                store._group = StoreGroup(bootstrap, settings.experiment, rollouts_topic, ownership,
+                                          store.take_over, store.hand_over)
+                router.refresh = store._group.refresh
+                store._group.start()
             store._ingester.start()  # only once the view holds every key enqueued before
         except BaseException:
             await store.close()  # release the RocksDB lock so that a retry can open the view
@@ -123,6 +141,7 @@ class KafkaLightningStore(EventSourcedStore):
         return store
 
     _ingester: Ingester | None = None
+    _group: StoreGroup | None = None
     #: The RocksDB folder of the view (set by open()).
     view_dir: Path
 
@@ -136,6 +155,10 @@ class KafkaLightningStore(EventSourcedStore):
         """Stop ingesting first: its last batch still needs the committer and the log."""
         if self._ingester is not None:
             await self._ingester.stop()
+        if self._group is not None:  # hands our partitions over (drained) while the committer still runs
+            await asyncio.to_thread(self._group.stop)
+        if self.router.peers is not None:
+            await self.router.peers.close()
         await super().close()
 
     def backpressure(self) -> dict[str, BackpressureStats]:
@@ -155,3 +178,8 @@ class KafkaLightningStore(EventSourcedStore):
     def log_ends(self) -> dict[tuple[str, int], int]:
         """Where each partition the view follows ends, as of the reader's last fetch (asks the broker nothing)."""
         return cast(EventReader, self._follower.source).cached_end_offsets()
+
+
+def _partition_count(bootstrap: str, topic: str) -> int:
+    """How many partitions `topic` has: the store group's unit of ownership."""
+    return len(make_admin(bootstrap).list_topics(topic, timeout=30).topics[topic].partitions)

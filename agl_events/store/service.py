@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
@@ -34,8 +34,9 @@ from agl_events.store.commands import tasks as task_cmds
 from agl_events.store.commands import workers as worker_cmds
 from agl_events.store.committer import Committer, EventLog
 from agl_events.store.context import DecisionContext
-from agl_events.store.errors import StoreUnhealthyError
+from agl_events.store.errors import NotOwnerError, StoreUnhealthyError
 from agl_events.store.follower import Follower
+from agl_events.store.routing import Router, owned
 from agl_events.topics import Topic
 from agl_events.types import (
     FINISHED_STATUSES,
@@ -59,6 +60,8 @@ from agl_events.views.store_view import StoreView
 
 log = logging.getLogger(__name__)
 
+#: What a command another store decided may have written: waited for before answering a forwarded call.
+FORWARD_FOLDS = (Topic.ROLLOUTS, Topic.ATTEMPTS, Topic.SPANS)
 #: How stale a running attempt's heartbeat may get while its runner streams spans (far below any sensible
 #: unresponsive_seconds; one heartbeat event per rollout for short rollouts).
 FOREIGN_HEARTBEAT_SECONDS = 0.5
@@ -72,8 +75,11 @@ class EventSourcedStore:
     """
 
     def __init__(self, log_: EventLog, view: StoreView, follower: Follower, *, producer_id: str = "store",
-                 scan_debounce_seconds: float = 10.0, clock: Callable[[], float] = time.time) -> None:
+                 scan_debounce_seconds: float = 10.0, clock: Callable[[], float] = time.time,
+                 router: Router | None = None) -> None:
         self.view = view
+        #: Where commands about a rollout are decided (`store.routing`): everything here without a store group.
+        self.router = router or Router()
         self._log = log_
         self._follower = follower
         follower.on_folded = self._on_folded
@@ -86,7 +92,7 @@ class EventSourcedStore:
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._waits_interrupted = False
         self._committer = Committer(log_, view, producer_id, self.notify_applied, clock,
-                                    on_fold_failure=self._on_failure)
+                                    on_fold_failure=self._on_failure, placement=lambda: self.router.placement)
         #: (rollout, attempt) pairs with foreign spans whose heartbeat is still to be decided, in arrival order.
         self._beats: dict[tuple[str, str], None] = {}
         self._beating: asyncio.Task[None] | None = None
@@ -201,7 +207,7 @@ class EventSourcedStore:
             return 0
 
         def scan(ctx: DecisionContext) -> int:
-            rollouts = [r for r in (ctx.rollout(rid) for rid in active) if r is not None]
+            rollouts = [r for r in (ctx.rollout(rid) for rid in active if ctx.placement.owns(rid)) if r is not None]
             return attempt_cmds.scan_unhealthy(ctx, rollouts)
 
         return await self._decide(scan)
@@ -236,6 +242,41 @@ class EventSourcedStore:
         self._follower.source.close()
         self.view.close()
 
+    # -- a store group ----------------------------------------------------------------------------
+    async def _forward(self, owner: str, path: str, body: Any) -> Any:
+        """POST `body` to `path` at the store `owner`, then wait until this store's view holds what the owner
+        wrote, so that whoever called here reads their own write here next."""
+        assert self.router.peers is not None, "a store group has peers"
+        answer = await self.router.peers.call(owner, "POST", path, body)
+        await asyncio.gather(*(self._follower.wait_folded(topic) for topic in FORWARD_FOLDS))
+        return answer
+
+    async def _forward_enqueue(self, owner: str, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
+        return [Rollout.model_validate(r)
+                for r in await self._forward(owner, "/queues/rollouts/enqueue", {"rollouts": requests})]
+
+    async def catch_up_rollouts(self) -> None:
+        """Fold the rollouts topic up to its end (an ingester taking over task-requests partitions)."""
+        await self._follower.wait_folded(Topic.ROLLOUTS)
+
+    async def take_over(self, partitions: set[int]) -> None:
+        """The store group gave us `partitions`: fold what their previous owner wrote (it drained, or died with
+        its last acknowledged events in the log), then decide for them, and announce their queue again."""
+        ownership = self.router.ownership
+        assert ownership is not None
+        ownership.acquire(partitions)
+        await asyncio.gather(*(self._follower.wait_folded(topic) for topic in FORWARD_FOLDS))
+        ownership.acquired(partitions)
+        announced = await self._decide(dispatch_cmds.announce_queued)
+        log.info("took over partitions %s (%d queued rollouts announced again)", sorted(partitions), announced)
+
+    async def hand_over(self, partitions: set[int]) -> None:
+        """The store group takes `partitions` away: stop deciding for them, and return once everything decided
+        for them so far is durable, before the next owner starts from the log."""
+        assert self.router.ownership is not None
+        self.router.ownership.release(partitions)
+        await self._committer.drain()
+
     # -- reads helpers ----------------------------------------------------------------------------
     def _latest_attempt(self, rid: str) -> dict[str, Any] | None:
         found = None
@@ -254,6 +295,11 @@ class EventSourcedStore:
                             config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None,
                             worker_id: str | None = None) -> AttemptedRollout:
         await self.healthcheck()
+        elsewhere = await self.router.creator()
+        if elsewhere is not None:
+            return AttemptedRollout.model_validate(await self._forward(elsewhere, "/rollouts", {
+                "input": input, "mode": mode, "resources_id": resources_id, "config": config,
+                "metadata": metadata, "worker_id": worker_id}))
         rollout, attempt = await self._decide(lambda ctx: rollout_cmds.start_rollout(
             ctx, input, mode, resources_id, config, metadata, worker_id))
         return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
@@ -262,13 +308,20 @@ class EventSourcedStore:
                               config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None
                               ) -> Rollout:
         await self.healthcheck()
+        elsewhere = await self.router.creator()
+        if elsewhere is not None:
+            request = EnqueueRolloutRequest(input=input, mode=mode, resources_id=resources_id, config=config,
+                                            metadata=metadata)
+            return (await self._forward_enqueue(elsewhere, [request]))[0]
         rollout = await self._decide(lambda ctx: rollout_cmds.enqueue_rollout(
             ctx, input, mode, resources_id, config, metadata))
         return Rollout.model_validate(rollout)
 
     async def ingest_task(self, key: str, request: TaskRequest) -> tuple[str, bool]:
         """Enqueue the task request with idempotency key `key` unless that key was enqueued before:
-        (rollout id, whether it was enqueued now). Raises InvalidTaskRequest for an unknown resources id."""
+        (rollout id, whether it was enqueued now). Raises InvalidTaskRequest for an unknown resources id.
+        In a store group, waits until this store owns a partition to create the rollout in."""
+        await self.router.owning()
         return await self._decide(lambda ctx: ingest_cmds.ingest_task(ctx, key, request))
 
     def task_rollout(self, key: str) -> str | None:
@@ -277,6 +330,9 @@ class EventSourcedStore:
 
     async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
         await self.healthcheck()
+        elsewhere = await self.router.creator()
+        if elsewhere is not None:
+            return await self._forward_enqueue(elsewhere, rollouts)
 
         def enqueue_all(ctx: DecisionContext) -> list[dict[str, Any]]:
             latest = ctx.latest_resources_id()  # resolved once per batch, as upstream
@@ -295,7 +351,13 @@ class EventSourcedStore:
         if limit <= 0:
             return []
         claimed = await self._decide(lambda ctx: rollout_cmds.dequeue_rollouts(ctx, limit, worker_id))
-        return [AttemptedRollout.model_validate({**rollout, "attempt": attempt}) for rollout, attempt in claimed]
+        found = [AttemptedRollout.model_validate({**rollout, "attempt": attempt}) for rollout, attempt in claimed]
+        for other in self.router.others():  # a store group: the other owners' queues, once ours is empty
+            if len(found) >= limit:
+                break
+            found += [AttemptedRollout.model_validate(r) for r in await self._forward(
+                other, "/queues/rollouts/dequeue", {"limit": limit - len(found), "worker_id": worker_id})]
+        return found
 
     async def claim_rollout(self, rollout_id: str, worker_id: str | None = None) -> Claim | None:
         """agl-events extension for runners on the tasks topic: take this queued rollout, if still queued.
@@ -303,8 +365,7 @@ class EventSourcedStore:
         None when the rollout was already claimed (a task delivered twice, or dequeued over REST) or is
         not waiting.
         """
-        await self.healthcheck()
-        return await self._decide(lambda ctx: task_cmds.claim(ctx, rollout_id, worker_id))
+        return (await self.claim_rollouts([rollout_id], worker_id))[0]
 
     async def finish_attempt(self, rollout_id: str, attempt_id: str, status: Literal["succeeded", "failed"],
                              spans_through: Mapping[int, int]) -> Attempt:
@@ -313,21 +374,49 @@ class EventSourcedStore:
         The view folds that far first, so whoever waits for the rollout reads all its spans; unlike
         `update_attempt`, no request to the log for where the span partitions end."""
         await self.healthcheck()
-        await self._follower.wait_folded(Topic.SPANS, spans_through)
-        return await self._update_attempt(rollout_id, attempt_id, status=status)
+
+        async def here() -> Attempt:
+            await self._follower.wait_folded(Topic.SPANS, spans_through)
+            return await self._update_attempt(rollout_id, attempt_id, status=status)
+
+        async def there(owner: str) -> Attempt:
+            return Attempt.model_validate(await self._forward(
+                owner, f"/rollouts/{rollout_id}/attempts/{attempt_id}/finish",
+                {"status": status, "spans_through": spans_through}))
+
+        return await self.router.run(rollout_id, here, there)
 
     async def claim_rollouts(self, rollout_ids: Sequence[str], worker_id: str | None = None) -> list[Claim | None]:
         """agl-events extension: `claim_rollout` for a runner's several free slots at once, decided as one
         command (one HTTP call and one commit for the batch); None for each rollout no longer waiting.
         The rollouts may lie in any partitions."""
         await self.healthcheck()
-        return await self._decide(lambda ctx: [task_cmds.claim(ctx, rid, worker_id) for rid in rollout_ids])
+
+        def here(indices: list[int]) -> Awaitable[list[Claim | None]]:
+            rids = [rollout_ids[i] for i in indices]
+            return self._decide(owned(rids, lambda ctx: [task_cmds.claim(ctx, rid, worker_id) for rid in rids]))
+
+        async def there(owner: str, indices: list[int]) -> list[Claim | None]:
+            answers = await self._forward(owner, "/claims", {"rollout_ids": [rollout_ids[i] for i in indices],
+                                                             "worker_id": worker_id})
+            return [Claim.model_validate(a) if a["rollout"] is not None else None for a in answers]
+
+        return await self.router.run_many(rollout_ids, here, there)
 
     async def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
         """agl-events extension: `finish_attempt` for several attempts of a runner at once. The view folds
         to the furthest offsets any of them names, then each is decided as its own command (so one unknown
         attempt fails alone, with its error in its outcome); they share the committer's batch."""
         await self.healthcheck()
+
+        async def there(owner: str, indices: list[int]) -> list[FinishOutcome]:
+            answers = await self._forward(owner, "/attempts/finish", {"finishes": [finishes[i] for i in indices]})
+            return [FinishOutcome.model_validate(a) for a in answers]
+
+        return await self.router.run_many([f.rollout_id for f in finishes],
+                                          lambda indices: self._finish_here([finishes[i] for i in indices]), there)
+
+    async def _finish_here(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
         through: dict[int, int] = {}
         for finish in finishes:
             for partition, end in finish.spans_through.items():
@@ -337,7 +426,7 @@ class EventSourcedStore:
                                          for f in finishes), return_exceptions=True)
         outcomes = []
         for result in decided:
-            if isinstance(result, StoreUnhealthyError):
+            if isinstance(result, StoreUnhealthyError | NotOwnerError):
                 raise result
             if isinstance(result, BaseException):
                 outcomes.append(FinishOutcome(error=f"{type(result).__name__}: {result}"))
@@ -353,6 +442,8 @@ class EventSourcedStore:
         runner streams spans in many small batches; an event per batch would cost an append each."""
         def beat(ctx: DecisionContext) -> None:
             for rid, aid in dict.fromkeys(pairs):
+                if not ctx.placement.owns(rid):  # its owner decides (it folds the same spans)
+                    continue
                 attempt = ctx.attempt(rid, aid)
                 if attempt is None or attempt["status"] not in ("preparing", "unresponsive", "running"):
                     continue
@@ -365,17 +456,34 @@ class EventSourcedStore:
 
     async def start_attempt(self, rollout_id: str, worker_id: str | None = None) -> AttemptedRollout:
         await self.healthcheck()
-        rollout, attempt = await self._decide(lambda ctx: rollout_cmds.start_attempt(ctx, rollout_id, worker_id))
-        return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+        async def here() -> AttemptedRollout:
+            rollout, attempt = await self._decide(owned(rollout_id, lambda ctx: rollout_cmds.start_attempt(
+                ctx, rollout_id, worker_id)))
+            return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+        async def there(owner: str) -> AttemptedRollout:
+            return AttemptedRollout.model_validate(await self._forward(
+                owner, f"/rollouts/{rollout_id}/attempts", {"worker_id": worker_id}))
+
+        return await self.router.run(rollout_id, here, there)
 
     async def update_rollout(self, rollout_id: str, input: Any = UNSET, mode: Any = UNSET,
                              resources_id: Any = UNSET, status: Any = UNSET, config: Any = UNSET,
                              metadata: Any = UNSET) -> Rollout:
         await self.healthcheck()
-        rollout = await self._decide(lambda ctx: rollout_cmds.update_rollout(
-            ctx, rollout_id, input=input, mode=mode, resources_id=resources_id, status=status, config=config,
-            metadata=metadata))
-        return Rollout.model_validate(rollout)
+        given = dict(input=input, mode=mode, resources_id=resources_id, status=status, config=config,
+                     metadata=metadata)
+
+        async def here() -> Rollout:
+            return Rollout.model_validate(await self._decide(owned(rollout_id, lambda ctx: rollout_cmds.update_rollout(
+                ctx, rollout_id, **given))))
+
+        async def there(owner: str) -> Rollout:
+            return Rollout.model_validate(await self._forward(
+                owner, f"/rollouts/{rollout_id}", {k: v for k, v in given.items() if v is not UNSET}))
+
+        return await self.router.run(rollout_id, here, there)
 
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | AttemptedRollout | None:
         await self.healthcheck()
@@ -466,30 +574,50 @@ class EventSourcedStore:
         """A runner writes its spans to the log before it reports the attempt finished; fold them first, so
         whoever waits for the rollout reads all its spans (`finish_attempt` says how far they go)."""
         await self.healthcheck()
-        if status in ("succeeded", "failed"):
-            await self._follower.wait_folded(Topic.SPANS)
-        return await self._update_attempt(rollout_id, attempt_id, status=status, worker_id=worker_id,
-                                          last_heartbeat_time=last_heartbeat_time, metadata=metadata)
+        given = dict(status=status, worker_id=worker_id, last_heartbeat_time=last_heartbeat_time, metadata=metadata)
+
+        async def here() -> Attempt:
+            if status in ("succeeded", "failed"):
+                await self._follower.wait_folded(Topic.SPANS)
+            return await self._update_attempt(rollout_id, attempt_id, **given)
+
+        async def there(owner: str) -> Attempt:
+            return Attempt.model_validate(await self._forward(
+                owner, f"/rollouts/{rollout_id}/attempts/{attempt_id}",
+                {k: v for k, v in given.items() if v is not UNSET}))
+
+        return await self.router.run(rollout_id, here, there)
 
     async def _update_attempt(self, rollout_id: str, attempt_id: str, status: Any = UNSET,
                               worker_id: Any = UNSET, last_heartbeat_time: Any = UNSET,
                               metadata: Any = UNSET) -> Attempt:
-        attempt = await self._decide(lambda ctx: attempt_cmds.update_attempt(
+        attempt = await self._decide(owned(rollout_id, lambda ctx: attempt_cmds.update_attempt(
             ctx, rollout_id, attempt_id, status=status, worker_id=worker_id,
-            last_heartbeat_time=last_heartbeat_time, metadata=metadata))
+            last_heartbeat_time=last_heartbeat_time, metadata=metadata)))
         return Attempt.model_validate(attempt)
 
     # -- spans ----------------------------------------------------------------------------------------
     async def add_span(self, span: Span) -> Span | None:
-        inserted = await self._decide(lambda ctx: span_cmds.add_spans(ctx, [span.model_dump(mode="json")]))
-        return span if inserted else None
+        added = await self.add_many_spans([span])
+        return added[0] if added else None
 
     async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        """The spans inserted (duplicates skipped), each decided by its rollout's owner."""
         if not spans:
             return []
-        dumped = [s.model_dump(mode="json") for s in spans]
-        inserted = await self._decide(lambda ctx: span_cmds.add_spans(ctx, dumped))
-        return [spans[i] for i in inserted]
+
+        async def here(indices: list[int]) -> list[bool]:
+            mine = [spans[i] for i in indices]
+            dumped = [s.model_dump(mode="json") for s in mine]
+            inserted = await self._decide(owned([s.rollout_id for s in mine],
+                                                lambda ctx: span_cmds.add_spans(ctx, dumped)))
+            return [j in set(inserted) for j in range(len(mine))]
+
+        async def there(owner: str, indices: list[int]) -> list[bool]:
+            return [await self._forward(owner, "/spans", spans[i]) is not None for i in indices]
+
+        added = await self.router.run_many([s.rollout_id for s in spans], here, there)
+        return [span for span, ok in zip(spans, added, strict=True) if ok]
 
     async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
         return (await self.get_many_span_sequence_ids([(rollout_id, attempt_id)]))[0]
@@ -497,8 +625,18 @@ class EventSourcedStore:
     async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
         if not rollout_attempt_ids:
             return []
-        pairs = [tuple(p) for p in rollout_attempt_ids]
-        return await self._decide(lambda ctx: span_cmds.allocate_sequence_ids(ctx, pairs))  # type: ignore[arg-type]
+        pairs = [(rid, aid) for rid, aid in rollout_attempt_ids]
+
+        def here(indices: list[int]) -> Awaitable[list[int]]:
+            mine = [pairs[i] for i in indices]
+            return self._decide(owned([rid for rid, _ in mine], lambda ctx: span_cmds.allocate_sequence_ids(ctx, mine)))
+
+        async def there(owner: str, indices: list[int]) -> list[int]:
+            return [(await self._forward(owner, "/spans/next", {"rollout_id": pairs[i][0],
+                                                                "attempt_id": pairs[i][1]}))["sequence_id"]
+                    for i in indices]
+
+        return await self.router.run_many([rid for rid, _ in pairs], here, there)
 
     async def query_spans(self, rollout_id: str, attempt_id: str | None = None, *,
                           trace_id: str | None = None, trace_id_contains: str | None = None,
@@ -597,8 +735,13 @@ class EventSourcedStore:
     async def statistics(self) -> dict[str, Any]:
         counts = {entity: self.view.get(keys.count(entity)) or 0
                   for entity in ("rollouts", "attempts", "spans", "resources", "workers")}
-        return {"name": type(self).__name__, **{f"total_{k}": v for k, v in counts.items()},
-                "uptime": self._clock() - self._started}
+        stats = {"name": type(self).__name__, **{f"total_{k}": v for k, v in counts.items()},
+                 "uptime": self._clock() - self._started}
+        ownership = self.router.ownership
+        if ownership is not None:  # a store group: who decides what (agl-events status shows it)
+            stats["store_group"] = {"url": ownership.own_url, "owned": sorted(ownership.owned),
+                                    "owners": {str(p): url for p, url in sorted(ownership.owners.items())}}
+        return stats
 
 
 _NAMED_RESOURCES = TypeAdapter(NamedResources)

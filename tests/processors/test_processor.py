@@ -26,9 +26,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from agl_events.config import Settings
 from agl_events.store.kafka import KafkaLightningStore
-from agl_events.topics import LAYOUT, VIEW_TOPICS, Topic, topic_name
+from agl_events.topics import LAYOUT, VIEW_TOPICS, Topic, partition_of, topic_name
 from processors.background import WorkerProcess, stopped_on_exit
-from processors.partition_views import partition_of
 from tests.store import llm, make_span
 
 pytestmark = pytest.mark.kafka

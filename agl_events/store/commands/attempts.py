@@ -10,7 +10,8 @@ from agl_events.store.base import UNSET
 from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import sync_worker_with_attempt
-from agl_events.store.context import DecisionContext, new_attempt_id
+from agl_events.store.context import DecisionContext
+from agl_events.store.ids import new_attempt_id
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, RUNNING_STATUSES, Attempt
 
 
@@ -28,7 +29,7 @@ def set_rollout_status(ctx: DecisionContext, rid: str, status: str, cause: str) 
     """Change a rollout's status: terminal states stamp end_time; queuing states re-enter the queue."""
     rollout = ctx.rollout(rid)
     assert rollout is not None
-    queue_seq = ctx.next_queue_seq() if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None else None
+    queue_seq = ctx.next_queue_seq(rid) if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None else None
     ctx.emit("RolloutStatusChanged", rid, rollout_id=rid, status=status, previous_status=rollout["status"],
              end_time=ctx.now if status in FINISHED_STATUSES else None, queue_seq=queue_seq, cause=cause)
     announce_finished(ctx, rid, rollout["status"])

@@ -28,6 +28,8 @@ def announce_queued(ctx: DecisionContext) -> int:
     """
     announced = 0
     for _, rid in list(ctx.scan(keys.QUEUE)):
+        if not ctx.placement.owns(rid):  # another store of the group announces its own
+            continue
         rollout = ctx.rollout(rid)
         queue_seq = ctx.get(keys.queued(rid))
         if rollout is None or rollout["status"] not in QUEUING_STATUSES or queue_seq is None:

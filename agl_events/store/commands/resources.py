@@ -6,7 +6,8 @@ from typing import Any
 
 from agl_events.events.convert import resources_record
 from agl_events.reducers import keys
-from agl_events.store.context import DecisionContext, new_resources_id
+from agl_events.store.context import DecisionContext
+from agl_events.store.ids import new_resources_id
 
 
 def add_resources(ctx: DecisionContext, resources: dict[str, Any]) -> dict[str, Any]:

@@ -12,14 +12,14 @@ from agl_events.store.commands.attempts import create_attempt, set_rollout_statu
 from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import mark_idle_after_empty_dequeue, sync_worker_with_attempt
-from agl_events.store.context import DecisionContext, new_rollout_id
+from agl_events.store.context import DecisionContext
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, Rollout, RolloutConfig
 
 
 def _new_rollout(ctx: DecisionContext, input: Any, mode: Any, resources_id: str | None,
                  config: RolloutConfig | None, metadata: dict[str, Any] | None, status: str) -> dict[str, Any]:
     rollout = Rollout(
-        rollout_id=new_rollout_id(), input=copy.deepcopy(input), start_time=ctx.tick(), mode=mode,
+        rollout_id=ctx.placement.new_rollout_id(), input=copy.deepcopy(input), start_time=ctx.tick(), mode=mode,
         resources_id=resources_id if resources_id is not None else ctx.latest_resources_id(),
         status=status, config=(config or RolloutConfig()).model_copy(deep=True),
         metadata=dict(metadata) if metadata is not None else {},
@@ -31,7 +31,7 @@ def enqueue_rollout(ctx: DecisionContext, input: Any, mode: Any = None, resource
                     config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None
                     ) -> dict[str, Any]:
     rollout = _new_rollout(ctx, input, mode, resources_id, config, metadata, "queuing")
-    queue_seq = ctx.next_queue_seq()
+    queue_seq = ctx.next_queue_seq(rollout["rollout_id"])
     ctx.emit("RolloutEnqueued", rollout["rollout_id"], rollout=rollout_record(rollout), queue_seq=queue_seq)
     dispatch(ctx, rollout, queue_seq)
     return rollout
@@ -49,11 +49,14 @@ def start_rollout(ctx: DecisionContext, input: Any, mode: Any = None, resources_
 
 def dequeue_rollouts(ctx: DecisionContext, limit: int, worker_id: str | None
                      ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Claim up to `limit` rollouts from the head of the global FIFO queue, each exactly once."""
+    """Claim up to `limit` rollouts from the head of the FIFO queue, each exactly once: of the rollouts this
+    store owns, when several stores share the experiment."""
     claimed: list[tuple[dict[str, Any], dict[str, Any]]] = []
     if limit <= 0:
         return claimed
     for _, rid in list(ctx.scan(keys.QUEUE)):
+        if not ctx.placement.owns(rid):  # its owner dequeues it (`store.ownership`: FIFO per store)
+            continue
         rollout = ctx.rollout(rid)
         if rollout is None or rollout["status"] not in QUEUING_STATUSES:
             continue
@@ -98,7 +101,7 @@ def update_rollout(ctx: DecisionContext, rid: str, **given: Any) -> dict[str, An
         changed.append("end_time")
     queue_seq = None
     if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None:
-        queue_seq = ctx.next_queue_seq()
+        queue_seq = ctx.next_queue_seq(rid)
     ctx.emit("RolloutUpdated", rid, rollout=rollout_record(updated), changed=changed, queue_seq=queue_seq)
     announce_finished(ctx, rid, rollout["status"])
     if queue_seq is not None:

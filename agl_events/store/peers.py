@@ -1,0 +1,68 @@
+"""Asking the store that owns a rollout's partition to decide a command (`store.ownership`), over its REST API.
+
+A forwarded request carries `FORWARDED_HEADER`, so its receiver decides or refuses (421, `NotOwnerError`) and
+never forwards again: ownership that moved while a request was on its way costs a retry, never a loop. Errors
+come back as the exceptions the owner raised (an unknown rollout is still a ValueError, a 400 to the caller).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+import httpx
+from pydantic_core import to_jsonable_python
+
+from agl_events.store.errors import NotOwnerError
+
+FORWARDED_HEADER = "X-AGL-Forwarded"
+#: True while a request another store forwarded is being served (set by the server from FORWARDED_HEADER).
+FORWARDED: ContextVar[bool] = ContextVar("agl_forwarded", default=False)
+#: A forwarded command waits for its owner like any caller waits for a commit (acks=all), plus the fold.
+PEER_TIMEOUT_SECONDS = 60.0
+
+
+class PeerUnavailableError(RuntimeError):
+    """The owner could not be reached or failed: it may be gone, and the group will hand its partitions on."""
+
+
+class PeerStores:
+    """One HTTP client for every other store of the group, on experiment `experiment`'s routes."""
+
+    def __init__(self, experiment: str, auth_token: str | None = None,
+                 timeout: float = PEER_TIMEOUT_SECONDS) -> None:
+        headers = {FORWARDED_HEADER: "1"}
+        if auth_token:
+            headers["Authorization"] = f"Bearer {auth_token}"
+        self._prefix = f"/experiments/{experiment}/v1/agl"
+        self._http = httpx.AsyncClient(timeout=timeout, headers=headers)
+
+    async def call(self, owner: str, method: str, path: str, body: Any = None) -> Any:
+        """`method path` at `owner` (a store's base URL); the JSON answer, or the owner's error raised here."""
+        try:
+            response = await self._http.request(method, f"{owner.rstrip('/')}{self._prefix}{path}",
+                                                json=to_jsonable_python(body) if body is not None else None)
+        except httpx.HTTPError as exc:
+            raise PeerUnavailableError(f"store {owner} unreachable: {type(exc).__name__}: {exc}") from exc
+        if response.status_code < 300:
+            return response.json()
+        detail, error_type = _error_of(response)
+        if response.status_code == 421:
+            raise NotOwnerError(detail)
+        if response.status_code in (400, 413):
+            raise (TypeError if error_type == "TypeError" else ValueError)(detail)
+        raise PeerUnavailableError(f"store {owner} answered {response.status_code}: {detail}")
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+
+def _error_of(response: httpx.Response) -> tuple[str, str | None]:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500], None
+    if isinstance(body, dict):
+        return str(body.get("detail", body)), body.get("error_type")
+    return str(body), None
+

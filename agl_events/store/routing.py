@@ -1,0 +1,146 @@
+"""Where a command about a rollout is decided: here, or at the store owning its partition (`store.ownership`).
+
+A command for a rollout is decided here when this store owns the rollout's partition, else sent to the owner
+(`store.peers`). Ownership can move at any time (a store joins, leaves or dies), so both ways retry: a command
+decided here re-checks ownership in its decision (`owned`), and a forwarded one that finds its owner gone or
+no longer owning asks again once the group has said who owns the partition now. After `ROUTE_WAIT_SECONDS`
+without an owner, the caller gets `NoOwnerError` (503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from agl_events.store.context import DecisionContext
+from agl_events.store.errors import NoOwnerError, NotOwnerError
+from agl_events.store.ownership import EVERYWHERE, Ownership, Placement
+from agl_events.store.peers import FORWARDED, PeerStores, PeerUnavailableError
+
+T = TypeVar("T")
+#: How long a command waits for its rollout's partition to have an owner: a rebalance after a store died
+#: takes the group's session timeout (6 s) plus the new owner's catch-up.
+ROUTE_WAIT_SECONDS = 60.0
+#: Pause before asking again after an owner could not be reached (it may be dying: the group will say).
+RETRY_SECONDS = 0.25
+
+
+def owned(rids: str | Sequence[str], command: Callable[[DecisionContext], T]) -> Callable[[DecisionContext], T]:
+    """`command`, refused with NotOwnerError if, when it is decided, this store no longer owns `rids`."""
+    listed = [rids] if isinstance(rids, str) else rids
+
+    def decide(ctx: DecisionContext) -> T:
+        for rid in listed:
+            if not ctx.placement.owns(rid):
+                raise NotOwnerError(f"rollout {rid} is in partition {ctx.placement.partition(rid)}, not owned here")
+        return command(ctx)
+
+    return decide
+
+
+class Router:
+    """Routes for one store: `ownership` None means this store decides everything (no store group)."""
+
+    def __init__(self, ownership: Ownership | None = None, peers: PeerStores | None = None,
+                 refresh: Callable[[], None] = lambda: None) -> None:
+        self.ownership = ownership
+        self.peers = peers
+        #: Asks the store group to describe who owns what again (set once the group exists).
+        self.refresh = refresh
+
+    @property
+    def placement(self) -> Placement:
+        return EVERYWHERE if self.ownership is None else self.ownership.placement
+
+    async def _changed(self, deadline: float, what: str) -> None:
+        assert self.ownership is not None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise NoOwnerError(f"no store of the group owns {what} (waited {ROUTE_WAIT_SECONDS:.0f} s)")
+        try:
+            await asyncio.wait_for(self.ownership.changed.wait(), min(left, 1.0))
+        except TimeoutError:
+            self.refresh()
+
+    async def owner_of(self, rid: str, deadline: float) -> str | None:
+        """None to decide here, or the URL of the store that owns `rid`'s partition."""
+        if self.ownership is None:
+            return None
+        while True:
+            where = self.ownership.where(rid)
+            if where == self.ownership.own_url:
+                return None
+            if FORWARDED.get() and rid and self.ownership.placement.partition(rid) not in self.ownership.acquiring:
+                raise NotOwnerError(f"rollout {rid} is not owned by {self.ownership.own_url}")
+            if where is not None:
+                return where
+            await self._changed(deadline, f"rollout {rid}'s partition")
+
+    async def run(self, rid: str, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
+        """`here()` if this store owns `rid`, else `there(owner_url)`; again wherever ownership moved."""
+        async def listed(answer: Awaitable[T]) -> list[T]:
+            return [await answer]
+
+        return (await self.run_many([rid], lambda _: listed(here()), lambda url, _: listed(there(url))))[0]
+
+    async def run_many(self, rids: Sequence[str], here: Callable[[list[int]], Awaitable[list[T]]],
+                       there: Callable[[str, list[int]], Awaitable[list[T]]], deadline: float | None = None
+                       ) -> list[T]:
+        """A batch about several rollouts: the indices of each owner's rollouts go to `here` or `there` (one
+        call per owner, concurrently); the answers come back in the batch's order. A part whose owner changed
+        under it is routed again."""
+        if self.ownership is None:
+            return await here(list(range(len(rids))))
+        deadline = deadline if deadline is not None else time.monotonic() + ROUTE_WAIT_SECONDS
+        groups: dict[str | None, list[int]] = {}
+        for i, rid in enumerate(rids):
+            groups.setdefault(await self.owner_of(rid, deadline), []).append(i)
+
+        async def part(owner: str | None, indices: list[int]) -> list[T]:
+            try:
+                return await (here(indices) if owner is None else there(owner, indices))
+            except NotOwnerError:
+                if FORWARDED.get() and owner is None:
+                    raise
+            except PeerUnavailableError:
+                await asyncio.sleep(RETRY_SECONDS)
+            self.refresh()
+            if time.monotonic() > deadline:
+                raise NoOwnerError(f"no store of the group decided for {len(indices)} rollouts within "
+                                   f"{ROUTE_WAIT_SECONDS} s")
+            return await self.run_many([rids[i] for i in indices], lambda js: here([indices[j] for j in js]),
+                                       lambda url, js: there(url, [indices[j] for j in js]), deadline)
+
+        answers = await asyncio.gather(*(part(owner, indices) for owner, indices in groups.items()))
+        ordered: list[Any] = [None] * len(rids)
+        for indices, answer in zip(groups.values(), answers, strict=True):
+            for i, value in zip(indices, answer, strict=True):
+                ordered[i] = value
+        return ordered
+
+    async def creator(self) -> str | None:
+        """Where new rollouts are created: here (None) while this store owns a partition, else at another
+        store that does (a group with more stores than partitions)."""
+        if self.ownership is None:
+            return None
+        deadline = time.monotonic() + ROUTE_WAIT_SECONDS
+        while True:
+            if self.ownership.owned:
+                return None
+            others = self.ownership.any_other()
+            if others and not self.ownership.acquiring:
+                return others[hash(time.monotonic()) % len(others)]
+            await self._changed(deadline, "any partition")
+
+    async def owning(self) -> None:
+        """Wait until this store owns a partition (an ingester creates rollouts only where it decides)."""
+        while self.ownership is not None and not self.ownership.owned:
+            await self.ownership.changed.wait()
+
+    def others(self) -> list[str]:
+        """The other stores owning partitions, for a dequeue that found nothing here (never when forwarded)."""
+        if self.ownership is None or FORWARDED.get():
+            return []
+        return self.ownership.any_other()

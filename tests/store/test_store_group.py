@@ -1,0 +1,130 @@
+"""Several `agl-events store` processes sharing one experiment by partition ownership, on the real broker.
+
+Each decides for the rollouts of the rollouts-topic partitions the store group gave it and forwards the rest;
+any server answers every route, a caller reads its own writes on the server it wrote through, and a killed
+store's partitions move to the others without losing or doubling anything.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agl_events.config import Settings
+from agl_events.server.process import StoreProcess
+from agl_events.topics import partition_of
+
+PARTITIONS = 3  # the rollouts topic's, from the layout
+
+
+def _group(url: str) -> dict[str, Any]:
+    return httpx.get(f"{url}/v1/agl/statistics", timeout=10).json()["store_group"]
+
+
+def _settled(stores: list[StoreProcess], timeout: float = 60.0) -> dict[str, set[int]]:
+    """Wait until every partition is owned by exactly one of `stores`, each owning at least one."""
+    deadline = time.monotonic() + timeout
+    owned: dict[str, set[int]] = {}
+    while time.monotonic() < deadline:
+        owned = {s.url: set(_group(s.url)["owned"]) for s in stores}
+        parts = [p for ps in owned.values() for p in ps]
+        if sorted(parts) == list(range(PARTITIONS)) and all(owned.values()):
+            return owned
+        time.sleep(0.2)
+    raise AssertionError(f"the store group did not settle: {owned}")
+
+
+def _post(url: str, path: str, body: Any = None) -> Any:
+    response = httpx.post(f"{url}/v1/agl{path}", json=body, timeout=90)
+    assert response.status_code < 300, response.text
+    return response.json()
+
+
+def _finish(url: str, rollout: dict[str, Any], other: str) -> None:
+    """A span through `other`, the attempt's end through `url`, then `url` reads its own write."""
+    rid, aid = rollout["rollout_id"], rollout["attempt"]["attempt_id"]
+    seq = _post(other, "/spans/next", {"rollout_id": rid, "attempt_id": aid})["sequence_id"]
+    _post(other, "/spans", {"rollout_id": rid, "attempt_id": aid, "sequence_id": seq, "trace_id": "t" * 32,
+                            "span_id": f"{seq:016x}", "parent_id": None, "name": "work", "status":
+                            {"status_code": "OK"}, "attributes": {}, "events": [], "links": [],
+                            "start_time": 1.0, "end_time": 2.0, "context": None, "parent": None,
+                            "resource": {"attributes": {}, "schema_url": ""}})
+    _post(url, f"/rollouts/{rid}/attempts/{aid}", {"status": "succeeded"})
+    got = httpx.get(f"{url}/v1/agl/rollouts/{rid}", timeout=10).json()
+    assert got["status"] == "succeeded", got
+
+
+def _check_all_succeeded_once(url: str, ids: set[str]) -> None:
+    rollouts = httpx.get(f"{url}/v1/agl/rollouts", timeout=30).json()["items"]
+    assert {r["rollout_id"] for r in rollouts} == ids
+    assert {r["status"] for r in rollouts} == {"succeeded"}
+    for rid in ids:
+        attempts = httpx.get(f"{url}/v1/agl/rollouts/{rid}/attempts", timeout=10).json()["items"]
+        assert len(attempts) == 1, attempts  # dequeued exactly once, never twice by two owners
+        spans = httpx.get(f"{url}/v1/agl/spans", params={"rollout_id": rid}, timeout=10).json()["items"]
+        assert [s["sequence_id"] for s in spans] == [1]
+
+
+@pytest.fixture
+def stores(settings: Settings, tmp_path: Path) -> Any:
+    started: list[StoreProcess] = []
+
+    def start(n: int) -> list[StoreProcess]:
+        for _ in range(n):
+            store = StoreProcess(settings, tmp_path / f"views-{len(started)}", tmp_path / f"store-{len(started)}.log")
+            store.start()
+            started.append(store)
+        return started[-n:]
+
+    yield start
+    for store in started:
+        store.kill9()
+
+
+def test_two_stores_split_the_partitions_and_answer_every_route(stores: Any) -> None:
+    a, b = stores(2)
+    owned = _settled([a, b])
+    created = {a.url: [r["rollout_id"] for r in _post(a.url, "/queues/rollouts/enqueue",
+                                                      {"rollouts": [{"input": i} for i in range(15)]})],
+               b.url: [r["rollout_id"] for r in _post(b.url, "/queues/rollouts/enqueue",
+                                                      {"rollouts": [{"input": i} for i in range(15, 30)]})]}
+    for url, ids in created.items():  # a store creates rollouts where it decides
+        assert {partition_of(rid, PARTITIONS) for rid in ids} <= owned[url]
+    # Each server dequeues its own rollouts first, then asks the other: 30 dequeued exactly once in all.
+    dequeued = _post(b.url, "/queues/rollouts/dequeue", {"limit": 20, "worker_id": "w1"})
+    dequeued += _post(a.url, "/queues/rollouts/dequeue", {"limit": 20, "worker_id": "w2"})
+    assert sorted(r["rollout_id"] for r in dequeued) == sorted(created[a.url] + created[b.url])
+    assert _post(a.url, "/queues/rollouts/dequeue", {"limit": 5}) == []
+    for i, rollout in enumerate(dequeued):  # spans and ends through either server, whoever owns the rollout
+        first, second = (a.url, b.url) if i % 2 else (b.url, a.url)
+        _finish(first, rollout, second)
+    for store in (a, b):
+        _check_all_succeeded_once(store.url, set(created[a.url] + created[b.url]))
+
+
+def test_a_killed_store_hands_its_partitions_on_and_nothing_is_lost_or_doubled(stores: Any) -> None:
+    a, b = stores(2)
+    _settled([a, b])
+    ids = {r["rollout_id"] for url in (a.url, b.url) for r in _post(
+        url, "/queues/rollouts/enqueue", {"rollouts": [{"input": i} for i in range(20)]})}
+    running = _post(a.url, "/queues/rollouts/dequeue", {"limit": 15, "worker_id": "w1"})
+    a.kill9()  # SIGKILL: its partitions move to b once the group's session times out
+    assert set(_group(b.url)["owned"]) != set(range(PARTITIONS))
+    rng = random.Random(7)
+    rng.shuffle(running)
+    for rollout in running:  # attempts a started: b ends them once it owns their partitions
+        _finish(b.url, rollout, b.url)
+    assert _settled([b])[b.url] == set(range(PARTITIONS))
+    rest = _post(b.url, "/queues/rollouts/dequeue", {"limit": 100, "worker_id": "w2"})
+    assert len(running) + len(rest) == len(ids)
+    for rollout in rest:
+        _finish(b.url, rollout, b.url)
+    _check_all_succeeded_once(b.url, ids)
+    a.start()  # back: it takes partitions again after catching up, and reads the same
+    _settled([a, b])
+    _check_all_succeeded_once(a.url, ids)
