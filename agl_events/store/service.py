@@ -268,7 +268,24 @@ class EventSourcedStore:
         await asyncio.gather(*(self._follower.wait_folded(topic) for topic in FORWARD_FOLDS))
         ownership.acquired(partitions)
         announced = await self._decide(dispatch_cmds.announce_queued)
-        log.info("took over partitions %s (%d queued rollouts announced again)", sorted(partitions), announced)
+        watched = await self._decide(lambda ctx: self._watch_from_now(ctx, partitions))
+        log.info("took over partitions %s (%d queued rollouts announced again, %d running attempts watched from "
+                 "now)", sorted(partitions), announced, watched)
+
+    def _watch_from_now(self, ctx: DecisionContext, partitions: set[int]) -> int:
+        """A heartbeat for every running attempt of `partitions`: while no store owned them, nobody decided the
+        heartbeats their runners' spans imply, so the watchdog would declare live attempts unresponsive (and a
+        retry would then run beside the live one). Their silence is timed from the take-over instead."""
+        beaten = 0
+        for key, _ in list(ctx.scan(keys.ACTIVE)):
+            rid = key[len(keys.ACTIVE):]
+            if ctx.placement.partition(rid) not in partitions:
+                continue
+            attempt = ctx.latest_attempt(rid)
+            if attempt is not None and attempt["status"] == "running":
+                span_cmds.heartbeat(ctx, rid, attempt["attempt_id"])
+                beaten += 1
+        return beaten
 
     async def hand_over(self, partitions: set[int]) -> None:
         """The store group takes `partitions` away: stop deciding for them, and return once everything decided
