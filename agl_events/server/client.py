@@ -7,12 +7,15 @@ error, and pulls in no agentlightning.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
+from agl_events.topics import partition_of
 from agl_events.types import (
     Attempt,
     AttemptFinish,
@@ -27,6 +30,8 @@ from agl_events.types import (
 )
 
 NEXT_SEQUENCE_ID = "/spans/next"
+#: How often a client reads the store group's map of owners again.
+OWNERS_SECONDS = 5.0
 
 
 def experiment_url(store_url: str, experiment: str) -> str:
@@ -55,17 +60,27 @@ class StoreAuthError(StoreUnavailableError):
 
 
 class StoreClient:
+    """Runner calls about rollouts (claims, finishes) go straight to the store owning each rollout's partition
+    when the stores form a store group (its map read from `/statistics` every OWNERS_SECONDS), saving the store
+    at `base_url` a forward; any store would forward them too, and calls fall back to it when an owner is not
+    reachable."""
+
     def __init__(self, base_url: str, timeout: float = 30.0, auth_token: str | None = None) -> None:
         """`auth_token`: the bearer token the server asks for (`agl-events store --auth-token`), if any."""
         self.base_url = base_url.rstrip("/")
+        self._experiment_path = urlsplit(self.base_url).path  # "" or /experiments/<name>, the same on every store
+        self._owners: tuple[int, dict[int, str]] | None = None
+        self._owners_read = -OWNERS_SECONDS
         self._timeout = timeout
         self._headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
         self._http = httpx.AsyncClient(base_url=f"{self.base_url}/v1/agl", timeout=timeout, headers=self._headers)
         self._blocking: httpx.Client | None = None  # only for `sequence_reserver`, made on first use
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _call(self, method: str, path: str, at: str | None = None, **kwargs: Any) -> Any:
+        """`method path` at the store `base_url`, or at the store whose root URL is `at`."""
+        url = path if at is None else f"{at.rstrip('/')}{self._experiment_path}/v1/agl{path}"
         try:
-            response = await self._http.request(method, path, **kwargs)
+            response = await self._http.request(method, url, **kwargs)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
         return _checked(response, method, path)
@@ -83,9 +98,48 @@ class StoreClient:
         return None if data["rollout"] is None else Claim.model_validate(data)
 
     async def claim_many(self, rollout_ids: Sequence[str], worker_id: str) -> list[Claim | None]:
-        """Claim several dispatched tasks in one call; None for each no longer waiting."""
-        data = await self._call("POST", "/claims", json={"worker_id": worker_id, "rollout_ids": list(rollout_ids)})
+        """Claim several dispatched tasks, one call per owning store; None for each no longer waiting."""
+        async def claim(at: str | None, indices: list[int]) -> list[Any]:
+            return await self._call("POST", "/claims", at, json={"worker_id": worker_id,
+                                                                 "rollout_ids": [rollout_ids[i] for i in indices]})
+
+        data = await self._at_owners(rollout_ids, claim)
         return [None if c["rollout"] is None else Claim.model_validate(c) for c in data]
+
+    async def _at_owners(self, rollout_ids: Sequence[str],
+                         call: Callable[[str | None, list[int]], Awaitable[list[Any]]]) -> list[Any]:
+        """`call(owner, indices)` for each owner's share of `rollout_ids` (None: `base_url`), concurrently; the
+        answers in the order of `rollout_ids`. A share whose owner cannot be reached goes to `base_url`."""
+        groups: dict[str | None, list[int]] = {}
+        owners = await self._owner_map()
+        for i, rid in enumerate(rollout_ids):
+            groups.setdefault(owners[1].get(partition_of(rid, owners[0])) if owners else None, []).append(i)
+
+        async def share(owner: str | None, indices: list[int]) -> list[Any]:
+            try:
+                return await call(owner, indices)
+            except StoreUnavailableError:
+                if owner is None:
+                    raise
+                self._owners_read = -OWNERS_SECONDS  # read the map again next time
+                return await call(None, indices)
+
+        answers = await asyncio.gather(*(share(owner, indices) for owner, indices in groups.items()))
+        ordered: list[Any] = [None] * len(rollout_ids)
+        for indices, answer in zip(groups.values(), answers, strict=True):
+            for i, value in zip(indices, answer, strict=True):
+                ordered[i] = value
+        return ordered
+
+    async def _owner_map(self) -> tuple[int, dict[int, str]] | None:
+        """(partitions, partition -> owner's URL) of the store group, None for a store outside one."""
+        now = time.monotonic()
+        if now - self._owners_read >= OWNERS_SECONDS:
+            self._owners_read = now
+            group = (await self._call("GET", "/statistics")).get("store_group")
+            self._owners = None if group is None else (group["partitions"], {int(p): url for p, url in
+                                                                              group["owners"].items()})
+        return self._owners
 
     async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
         data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}", json=fields)
@@ -99,10 +153,13 @@ class StoreClient:
         return Attempt.model_validate(data)
 
     async def finish_many(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
-        """End several attempts in one call; an outcome per attempt, in order."""
-        data = await self._call("POST", "/attempts/finish",
-                                json={"finishes": [f.model_dump(mode="json") for f in finishes]})
-        return [FinishOutcome.model_validate(o) for o in data]
+        """End several attempts, one call per owning store; an outcome per attempt, in order."""
+        async def finish(at: str | None, indices: list[int]) -> list[Any]:
+            return await self._call("POST", "/attempts/finish", at,
+                                    json={"finishes": [finishes[i].model_dump(mode="json") for i in indices]})
+
+        return [FinishOutcome.model_validate(o) for o in await self._at_owners([f.rollout_id for f in finishes],
+                                                                               finish)]
 
     async def query_rollouts(self) -> list[Rollout]:
         """Every rollout (without its latest attempt: `query_attempts` has them all)."""

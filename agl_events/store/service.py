@@ -756,7 +756,8 @@ class EventSourcedStore:
                  "uptime": self._clock() - self._started}
         ownership = self.router.ownership
         if ownership is not None:  # a store group: who decides what (agl-events status shows it)
-            stats["store_group"] = {"url": ownership.own_url, "owned": sorted(ownership.owned),
+            stats["store_group"] = {"url": ownership.own_url, "partitions": ownership.partitions,
+                                    "owned": sorted(ownership.owned),
                                     "owners": {str(p): url for p, url in sorted(ownership.owners.items())}}
         return stats
 

@@ -7,6 +7,7 @@ store's partitions move to the others without losing or doubling anything.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from agl_events.config import Settings
+from agl_events.server.client import StoreClient
 from agl_events.server.process import StoreProcess
 from agl_events.topics import partition_of
 
@@ -128,3 +130,30 @@ def test_a_killed_store_hands_its_partitions_on_and_nothing_is_lost_or_doubled(s
     a.start()  # back: it takes partitions again after catching up, and reads the same
     _settled([a, b])
     _check_all_succeeded_once(a.url, ids)
+
+
+def test_a_runner_client_sends_each_rollout_to_the_store_owning_it(stores: Any) -> None:
+    a, b = stores(2)
+    owned = _settled([a, b])
+    ids = [r["rollout_id"] for url in (a.url, b.url)
+           for r in _post(url, "/queues/rollouts/enqueue", {"rollouts": [{"input": i} for i in range(6)]})]
+
+    async def run() -> tuple[dict[str | None, list[str]], list[Any]]:
+        client = StoreClient(a.url)
+        sent: dict[str | None, list[str]] = {}
+
+        async def record(at: str | None, indices: list[int]) -> list[int]:
+            sent[at] = [ids[i] for i in indices]
+            return indices
+
+        try:
+            assert await client._at_owners(ids, record) == list(range(len(ids)))  # answers in the callers' order
+            return sent, await client.claim_many(ids, "w1")
+        finally:
+            await client.close()
+
+    sent, claims = asyncio.run(run())
+    assert set(sent) == {a.url, b.url}  # no share left to the store the client was given
+    for url, rids in sent.items():
+        assert {partition_of(rid, PARTITIONS) for rid in rids} <= owned[url]
+    assert [c.rollout.rollout_id if c else None for c in claims] == ids
