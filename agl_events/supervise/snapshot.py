@@ -105,6 +105,8 @@ def store_figures(url: str, experiment: str, auth_token: str | None = None, time
             latest.raise_for_status()
             if (found := latest.json()) is not None:
                 figures.resources_id, figures.resources_version = found["resources_id"], found["version"]
+            group = http.get("/statistics").json().get("store_group") or {}
+            figures.owners = {int(p): owner for p, owner in group.get("owners", {}).items()}
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         figures.error = f"{type(exc).__name__}: {exc}"
     return figures

@@ -63,6 +63,8 @@ class StoreFigures(BaseModel):
     rollouts: dict[str, int] = {}
     resources_id: str | None = None
     resources_version: int | None = None
+    #: A store group's owners: rollouts partition -> the store deciding for it (empty outside a group).
+    owners: dict[int, str] = {}
     error: str | None = None
 
 

@@ -66,6 +66,8 @@ def figures_table(snapshot: Snapshot, previous: Snapshot | None) -> Table:
         table.add_row("rollouts", counts)
         table.add_row("latest resources", "none" if store.resources_id is None
                       else f"{store.resources_id} (version {store.resources_version})")
+        if store.owners:
+            table.add_row("store group", ", ".join(f"p{p} {url}" for p, url in sorted(store.owners.items())))
     return table
 
 

@@ -34,7 +34,8 @@ def test_processes_rates_rollouts_and_lag() -> None:
                    group_notes={"agl-events-trainer-e1": "trainer: no committed offsets"},
                    store=StoreFigures(url="http://127.0.0.1:4747", rollouts={"queuing": 3, "running": 0,
                                                                              "succeeded": 12},
-                                      resources_id="rs-7", resources_version=7))
+                                      resources_id="rs-7", resources_version=7,
+                                      owners={1: "http://127.0.0.1:4748", 0: "http://127.0.0.1:4747"}))
     text = _text(now, before)
     assert "supervisor pid 42, up 2m00s" in text
     assert "store-0" in text and "0m10s" in text and "http://127.0.0.1:4747" in text
@@ -42,6 +43,7 @@ def test_processes_rates_rollouts_and_lag() -> None:
     assert "spans/s" in text and "30.0" in text and "2.0" in text  # 60 spans and 4 samples over 2 s
     assert "queuing 3, succeeded 12" in text and "running" not in text
     assert "rs-7 (version 7)" in text
+    assert "p0 http://127.0.0.1:4747, p1 http://127.0.0.1:4748" in text  # the store group, by partition
     assert "agl-samples-e1" in text and " 52 " in text and " 12 " in text  # end 52, lag 12
     assert "trainer: no committed offsets" in text
 
