@@ -15,6 +15,7 @@ from google.rpc.status_pb2 import Status
 from agl_events.server.experiments import EXPERIMENT_PREFIX
 from agl_events.server.otlp import create_otlp_router
 from agl_events.server.routes import create_agl_router, fixed_store
+from agl_events.server.ui import create_ui_router
 from agl_events.types import AVRO_INT_MAX, AVRO_LONG_MAX
 
 AGL = "/v1/agl"
@@ -61,12 +62,13 @@ def test_an_otlp_signal_not_taken_is_a_501_that_says_so(http: httpx.Client, sign
 
 
 def test_the_openapi_document_describes_every_route(http: httpx.Client) -> None:
-    """Every store and OTLP route, at the root and under an experiment, plus /health and /metrics, is an
+    """Every store, OTLP and /ui route, at the root and under an experiment, plus /health and /metrics, is an
     operation; the experiment is a declared path parameter; the OTLP body (read raw by the route) is declared
     as protobuf; list routes declare their page."""
     document = http.get("/openapi.json").json()
     documented = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
-    routes = [*create_agl_router(fixed_store(None)).routes, *create_otlp_router(fixed_store(None)).routes]
+    routes = [*create_agl_router(fixed_store(None)).routes, *create_otlp_router(fixed_store(None)).routes,
+              *create_ui_router(None, None).routes]  # type: ignore[arg-type]
     served = {(method, prefix + re.sub(r":\w+}", "}", route.path)) for route in routes for method in route.methods  # type: ignore[attr-defined]
               for prefix in ("", EXPERIMENT_PREFIX)}
     assert documented == served | {("GET", "/health"), ("GET", "/metrics")}
