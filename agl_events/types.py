@@ -87,14 +87,18 @@ class Claim(BaseModel):
     resources_id: str | None
 
 
+#: Span-topic partition -> the offset just past an attempt's last span (from the runner's delivery reports).
+#: Both non-negative: a negative partition was taken and waited for as already folded.
+SpansThrough = dict[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+
+
 class AttemptFinish(BaseModel):
     """agl-events extension: one attempt a runner ends, whose spans it produced to the span topic itself."""
 
     rollout_id: str
     attempt_id: str
     status: Literal["succeeded", "failed"]
-    #: Span-topic partition -> the offset just past the attempt's last span (from the delivery reports).
-    spans_through: dict[int, Annotated[int, Field(ge=0)]] = {}
+    spans_through: SpansThrough = {}
 
 
 class FinishOutcome(BaseModel):

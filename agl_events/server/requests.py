@@ -8,9 +8,9 @@ Literals, which FastAPI turns into 422s).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, model_validator
 
 from agl_events.types import (
     AttemptedRollout,
@@ -21,6 +21,7 @@ from agl_events.types import (
     RolloutConfig,
     RolloutMode,
     RolloutStatus,
+    SpansThrough,
     WorkerStatus,
 )
 
@@ -202,6 +203,18 @@ class FinishManyRequest(BaseModel):
 
     finishes: list[AttemptFinish]
 
+    @model_validator(mode="after")
+    def _each_attempt_once(self) -> FinishManyRequest:
+        """The batch's finishes are decided concurrently: an attempt named twice would end twice in no set
+        order, and the outcome of the one overwritten would report an end that did not last."""
+        seen: set[tuple[str, str]] = set()
+        for finish in self.finishes:
+            key = (finish.rollout_id, finish.attempt_id)
+            if key in seen:
+                raise ValueError(f"attempt {finish.attempt_id} of rollout {finish.rollout_id} is named twice")
+            seen.add(key)
+        return self
+
 
 class TaskRequestStatus(BaseModel):
     """agl-events extension: what a task request with idempotency key `key` became (null: not ingested yet)."""
@@ -214,5 +227,4 @@ class FinishAttemptRequest(BaseModel):
     """agl-events extension: a runner ends an attempt whose spans it produced to the span topic itself."""
 
     status: Literal["succeeded", "failed"]
-    #: Span-topic partition -> the offset just past the attempt's last span (from the delivery reports).
-    spans_through: dict[int, Annotated[int, Field(ge=0)]] = {}
+    spans_through: SpansThrough = {}

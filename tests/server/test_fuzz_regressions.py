@@ -95,7 +95,7 @@ def test_a_span_attribute_beyond_64_bits_is_stored_as_the_float_the_log_keeps(ht
     assert http.post(f"{AGL}/rollouts", json={"input": 2}, timeout=10).status_code == 201  # writes go on
 
 
-@pytest.mark.parametrize("spans_through", [{"-1": 5}, {"0": 10**12}, {str(2**70): 1}])
+@pytest.mark.parametrize("spans_through", [{"0": 10**12}, {str(2**70): 1}])  # a negative one: a 422
 def test_finishing_an_attempt_through_offsets_the_span_topic_lacks_is_a_400(
         http: httpx.Client, spans_through: dict[str, int]) -> None:
     """Was a request that never answered: the store waited for its view to fold offsets that cannot come."""

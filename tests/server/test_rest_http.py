@@ -293,6 +293,7 @@ def test_runner_extension_claim_runs_at_once_and_finish_checks_its_body(http: ht
     bad = http.post(finish, json={"status": "running", "spans_through": {}})
     assert bad.status_code == 422 and "status" in bad.text
     assert http.post(finish, json={"status": "succeeded", "spans_through": {"0": -1}}).status_code == 422
+    assert http.post(finish, json={"status": "succeeded", "spans_through": {"-1": 0}}).status_code == 422
     done = http.post(finish, json={"status": "succeeded", "spans_through": {}})
     assert done.status_code == 200 and done.json()["status"] == "succeeded"
     assert http.get(f"{AGL}/rollouts/{rid}").json()["status"] == "succeeded"
@@ -320,3 +321,18 @@ def test_runner_extension_claims_and_finishes_in_batches(http: httpx.Client) -> 
     assert [http.get(f"{AGL}/rollouts/{rid}").json()["status"] for rid in rest] == ["succeeded", "failed"]
     bad = http.post(f"{AGL}/attempts/finish", json={"finishes": [{**finishes[0], "status": "running"}]})
     assert bad.status_code == 422
+
+
+def test_runner_extension_finishes_name_each_attempt_once_and_real_partitions(http: httpx.Client) -> None:
+    """Were taken: an attempt named twice in one batch ended twice in no set order (both outcomes said it
+    ended, one of them overwritten), and a negative partition counted as folded already."""
+    [queued] = http.post(f"{AGL}/queues/rollouts/enqueue", json={"rollouts": [{"input": 1}]}).json()
+    [claim] = http.post(f"{AGL}/claims", json={"rollout_ids": [queued["rollout_id"]]}).json()
+    finish = {"rollout_id": queued["rollout_id"], "attempt_id": claim["rollout"]["attempt"]["attempt_id"],
+              "status": "succeeded"}
+    twice = http.post(f"{AGL}/attempts/finish", json={"finishes": [finish, {**finish, "status": "failed"}]})
+    assert twice.status_code == 422 and "named twice" in twice.text
+    negative = http.post(f"{AGL}/attempts/finish", json={"finishes": [{**finish, "spans_through": {"-1": 0}}]})
+    assert negative.status_code == 422 and "spans_through" in negative.text
+    [outcome] = http.post(f"{AGL}/attempts/finish", json={"finishes": [finish]}).json()
+    assert outcome["attempt"]["status"] == "succeeded"
