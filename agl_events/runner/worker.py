@@ -7,6 +7,12 @@ resources when their id changes; spans stream to Kafka in batches and are flushe
 reported, so a rollout's spans are in the log (and in the store's view) before anyone sees it finished.
 A rollout whose resources hold a ProxyLLM also makes one call per span, for its sequence id (see
 KafkaTracer), and reports its end alone.
+
+A runner process (`run_runner`: `agl-events runner`, `agl-events up`, the Trainer's runners) is the runner's
+own, so it makes the tracer's provider OpenTelemetry's global one and instruments the openai client as
+Agent Lightning's runners do: spans of instrumented libraries and of `opentelemetry.trace.get_tracer(...)`
+reach the rollout. A `Runner` built in someone else's process leaves that process's global state alone
+unless told (`owns_process`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.server.client import StoreClient, StoreUnavailableError
 from agl_events.tracer import KafkaTracer
+from agl_events.tracer.instrument import instrument_openai
 from agl_events.types import AttemptedRollout, AttemptFinish, Claim, ProxyLLM, ResourcesUpdate
 
 log = logging.getLogger(__name__)
@@ -85,8 +92,12 @@ def system_snapshot(span_backpressure: BackpressureStats) -> dict[str, Any]:
 
 
 class Runner:
-    def __init__(self, config: RunnerConfig, agent: LitAgent[Any] | None = None) -> None:
+    def __init__(self, config: RunnerConfig, agent: LitAgent[Any] | None = None, *, owns_process: bool = False
+                 ) -> None:
+        """`owns_process`: the process is this runner's, whose tracer may take OpenTelemetry's global provider
+        and instrument the openai client (see the module docstring)."""
         self.config = config.with_id()
+        self.owns_process = owns_process
         self.agent = agent if agent is not None else load_agent(config.agent)
         self.stop = threading.Event()
         self.completed = 0
@@ -101,6 +112,8 @@ class Runner:
         writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
                              **{"linger.ms": 50})
         tracer = KafkaTracer(writer)
+        if self.owns_process:  # after loading the agent, whose module may have set a provider of its own
+            instrument_openai(tracer.become_global() or tracer.provider)
         queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, cfg.concurrency)
         StopWatcher(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, self.stop)
         client = StoreClient(cfg.store_url, auth_token=settings.store_token)
@@ -267,7 +280,7 @@ def run_runner(config: RunnerConfig, agent: LitAgent[Any] | None = None) -> int:
     """Process entry point: SIGTERM and SIGINT ask for a cooperative stop after the current rollout."""
     logging.basicConfig(level=os.environ.get("AGL_LOG_LEVEL", "WARNING").upper(),
                         format=f"%(asctime)s {config.runner_id} %(name)s %(levelname)s %(message)s")
-    runner = Runner(config, agent)
+    runner = Runner(config, agent, owns_process=True)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stop.set())
     return asyncio.run(runner.run())

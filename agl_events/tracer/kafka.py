@@ -326,8 +326,10 @@ class KafkaTracer:
     """An OpenTelemetry TracerProvider whose spans go to the experiment's span topic.
 
     `writer` is shared (one idempotent producer per process) and stays owned by the caller.
-    `install_global=True` also makes the provider OpenTelemetry's global one, so third-party
-    instrumentation (OpenAI, LangChain, ...) reports into the rollout; emitters find it either way.
+    `install_global=True` calls `become_global` (and raises when it cannot), so spans of third-party
+    instrumentation (OpenAI, LangChain, ...) and of `opentelemetry.trace.get_tracer(...)` report into the
+    rollout; emitters find the provider either way. Runner processes do it (`Runner`); a library must not
+    take the global provider of a process it does not own, so nothing else does by default.
     """
 
     def __init__(self, writer: EventWriter, *, resource: Resource | None = None, install_global: bool = False,
@@ -340,10 +342,33 @@ class KafkaTracer:
         self._activation = threading.Lock()
         self.provider = TracerProvider(resource=resource) if resource is not None else TracerProvider()
         self.provider.add_span_processor(self.processor)
-        if install_global:
-            if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-                raise RuntimeError("a global OpenTelemetry TracerProvider is already set; it can be set only once")
+        if install_global and self.become_global() is None:
+            raise RuntimeError("the global OpenTelemetry TracerProvider is not an SDK one: spans made through "
+                               "it cannot reach this tracer")
+
+    def become_global(self) -> TracerProvider | None:
+        """Make spans made through OpenTelemetry's global provider reach this tracer's attempts; returns that
+        global provider (ours, or the one ours joined), None when it could not.
+
+        With no global provider set yet, ours becomes it. OpenTelemetry sets it once per process, so when the
+        agent's own code set an SDK provider first (its exporter, say), ours does not replace it: our span
+        processor joins it, and its spans go both to its exporters and, inside an attempt, to Kafka. A global
+        provider that takes no processors (not an SDK one) is left alone, with a warning: then only our own
+        provider (emitters, instrumentation given it explicitly) reaches the rollout.
+        """
+        current = trace.get_tracer_provider()
+        if isinstance(current, trace.ProxyTracerProvider):  # none set yet
             trace.set_tracer_provider(self.provider)
+            return self.provider
+        if current is self.provider:
+            return self.provider
+        if isinstance(current, TracerProvider):
+            current.add_span_processor(self.processor)
+            log.info("a global TracerProvider was already set: its spans are also recorded into rollouts")
+            return current
+        log.warning("the global OpenTelemetry TracerProvider (%s) takes no span processors: spans made through "
+                    "it are not recorded into rollouts", type(current).__name__)
+        return None
 
     def trace_context(self, rollout_id: str, attempt_id: str, first_sequence_id: int = 1,
                       reserve: Callable[[], int] | None = None) -> TraceContext:
