@@ -16,6 +16,7 @@ from fastapi import HTTPException
 
 from agl_events.config import _EXPERIMENT_RE as EXPERIMENT_RE  # one rule for CLI, topics and URLs
 from agl_events.store.base import LightningStore
+from agl_events.views.rocks import ViewUnavailableError
 
 StoreFactory = Callable[[str], Awaitable[LightningStore]]
 
@@ -23,6 +24,9 @@ StoreFactory = Callable[[str], Awaitable[LightningStore]]
 EXPERIMENT_PREFIX = "/experiments/{experiment}"
 
 logger = logging.getLogger("agl_events.server")
+#: How long shutdown waits for one experiment's store to close (they close together): its group leaves, its
+#: clients flush. A store past it is left as a crash would leave it (the log has every acknowledged event).
+CLOSE_TIMEOUT_SECONDS = 4.0
 
 
 def check_experiment_name(name: str) -> str:
@@ -43,10 +47,13 @@ class ExperimentStores:
         self.default = check_experiment_name(default_experiment)
         self._stores: dict[str, LightningStore] = {}
         self._creating: dict[str, asyncio.Future[LightningStore]] = {}
+        self._closing = False
         #: Called with (experiment, error) when an opened store stops serving (the server exits on it).
         self.on_failure: Callable[[str, BaseException], None] = lambda name, error: None
         #: Called with (experiment, store) when a store is opened, before it answers anything (metrics attach).
         self.open_listeners: list[Callable[[str, LightningStore], None]] = []
+        #: Why the view of an experiment could not be opened, until an open succeeds: its /health says so.
+        self._open_failures: dict[str, str] = {}
 
     def resolve_name(self, name: str | None) -> str:
         """The experiment a request addresses (None = the default one); 404 with the rule if illegal."""
@@ -63,6 +70,8 @@ class ExperimentStores:
         store = self._stores.get(name)
         if store is not None:
             return store
+        if self._closing:
+            raise HTTPException(status_code=503, detail="the server is shutting down")
         pending = self._creating.get(name)
         if pending is None:
             pending = asyncio.ensure_future(self._create(name))
@@ -75,7 +84,12 @@ class ExperimentStores:
     async def _create(self, name: str) -> LightningStore:
         try:
             logger.info("Opening store of experiment %r", name)
-            store = await self._store_for(name)
+            try:
+                store = await self._store_for(name)
+            except ViewUnavailableError as exc:
+                self._open_failures[name] = f"{type(exc).__name__}: {exc}"
+                raise
+            self._open_failures.pop(name, None)
             listeners = getattr(store, "failure_listeners", None)
             if listeners is not None:
                 listeners.append(lambda error: self.on_failure(name, error))
@@ -92,8 +106,12 @@ class ExperimentStores:
         return dict(self._stores)
 
     def failure_of(self, name: str | None) -> str | None:
-        """Why the (opened) store of `name` stopped serving, or None while it serves or is not opened yet."""
-        failure = getattr(self._stores.get(self.resolve_name(name)), "failure", None)
+        """Why the (opened) store of `name` stopped serving, or why its view could not be opened; None while it
+        serves or is not opened yet."""
+        name = self.resolve_name(name)
+        if name not in self._stores:
+            return self._open_failures.get(name)
+        failure = getattr(self._stores[name], "failure", None)
         return None if failure is None else f"{type(failure).__name__}: {failure}"
 
     def interrupt_waits(self) -> None:
@@ -104,15 +122,26 @@ class ExperimentStores:
                 interrupt()
 
     async def close(self) -> None:
-        """Close every store that has a `close()` (sync or async), then forget them all."""
+        """Close every store that has a `close()` (sync or async), all at once, each within
+        CLOSE_TIMEOUT_SECONDS, then forget them all: a server holding a hundred experiments stops as fast as one.
+        Stores still being opened are waited for (as long) and closed too; none is opened from now on."""
+        self._closing = True
+        if self._creating:
+            await asyncio.wait(list(self._creating.values()), timeout=CLOSE_TIMEOUT_SECONDS)
         stores, self._stores = self._stores, {}
-        for name, store in stores.items():
-            close = getattr(store, "close", None)
-            if not callable(close):
-                continue
-            try:
-                result = close()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                logger.exception("Closing the store of experiment %r failed", name)
+        await asyncio.gather(*(_close(name, store) for name, store in stores.items()))
+
+
+async def _close(name: str, store: LightningStore) -> None:
+    close = getattr(store, "close", None)
+    if not callable(close):
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await asyncio.wait_for(result, CLOSE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        logger.warning("The store of experiment %r did not close within %.0f s; left as it is",
+                       name, CLOSE_TIMEOUT_SECONDS)
+    except Exception:
+        logger.exception("Closing the store of experiment %r failed", name)

@@ -15,12 +15,14 @@ exits, so a supervisor restarts it and the new process catches up from the view'
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from agl_events.log.records import LoggedEvent, Position, reached
 from agl_events.store.errors import FollowerFailed
+from agl_events.store.lane import Lane, ask
 from agl_events.topics import Topic
 from agl_events.views.store_view import StoreView
 
@@ -71,6 +73,8 @@ class Follower:
     def __init__(self, source: LogSource, view: StoreView) -> None:
         self.source = source
         self.view = view
+        #: The source's polls run on a thread of their own (`store.lane`), never on the loop's shared executor.
+        self._polls = Lane("agl-follow-poll")
         self.on_folded: Callable[[list[LoggedEvent]], None] = lambda events: None
         self.on_failure: Callable[[BaseException], None] = lambda error: None
         #: How far the view has folded each partition: the source's positions as of its last folded batch.
@@ -83,10 +87,10 @@ class Follower:
 
     async def catch_up(self) -> int:
         """Fold everything in the log up to its current end; returns how many events were new to the view."""
-        targets = await asyncio.to_thread(self.source.end_offsets)
+        targets = await ask(self.source.end_offsets)
         applied = 0
         while not reached(self.source.positions, targets):
-            batch = await asyncio.to_thread(self.source.poll, POLL_RECORDS, IDLE_POLL_SECONDS)
+            batch = await self._polls.run(functools.partial(self.source.poll, POLL_RECORDS, IDLE_POLL_SECONDS))
             applied += self.view.apply_logged(batch)
         self._folded = self.source.positions
         return applied
@@ -100,7 +104,7 @@ class Follower:
         try:
             timeout = BUSY_POLL_SECONDS
             while not self._stopping:
-                batch = await asyncio.to_thread(self.source.poll, POLL_RECORDS, timeout)
+                batch = await self._polls.run(functools.partial(self.source.poll, POLL_RECORDS, timeout))
                 timeout = BUSY_POLL_SECONDS if batch else min(2 * timeout, IDLE_POLL_SECONDS)
                 read = self.source.positions  # only this task polls: exactly how far this batch goes
                 if batch:
@@ -128,7 +132,7 @@ class Follower:
         ValueError, where the wait would otherwise last forever."""
         name = self.source.name_of(topic)
         if ends is None:
-            targets = await asyncio.to_thread(self.source.end_offsets, 30.0, name)
+            targets = await ask(functools.partial(self.source.end_offsets, 30.0, name))
         else:
             targets = {(name, partition): end for partition, end in ends.items()}
         checked = ends is None
@@ -144,7 +148,7 @@ class Follower:
                 await self._check_within_log(name, targets)
 
     async def _check_within_log(self, name: str, targets: Mapping[Position, int]) -> None:
-        log_ends = await asyncio.to_thread(self.source.end_offsets, 30.0, name)
+        log_ends = await ask(functools.partial(self.source.end_offsets, 30.0, name))
         beyond = {partition: end for (_, partition), end in targets.items()
                   if end > log_ends.get((name, partition), 0)}
         if beyond:
@@ -158,4 +162,5 @@ class Follower:
         self._stopping = True
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+        self._polls.close()
         self._wake()

@@ -16,6 +16,7 @@ is harmless: any Kafka tool (kafka-consumer-groups) then shows the ingest lag.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -25,6 +26,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.task_record import decode_task_request
 from agl_events.events.task_request import InvalidTaskRequest, TaskRequest
 from agl_events.log.clients import make_consumer
+from agl_events.store.lane import Lane, ask
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ class Ingester:
         the keys the previous reader of those partitions enqueued are in the view before any is decided."""
         self._consumer = make_consumer(bootstrap, ingest_group(experiment), **{"enable.partition.eof": False,
                                                                                "session.timeout.ms": 6000})
+        #: Every call on the consumer runs on a thread of its own (`store.lane`), in order.
+        self._lane = Lane("agl-ingest-poll")
         self._catch_up = catch_up
         self._reassigned = False
         self._topic = topic
@@ -82,8 +86,8 @@ class Ingester:
 
     async def _run(self) -> None:
         while not self._stopping:
-            messages = [m for m in await asyncio.to_thread(self._consumer.consume, POLL_RECORDS, POLL_SECONDS)
-                        if not _failed(m)]
+            polled = await self._lane.run(functools.partial(self._consumer.consume, POLL_RECORDS, POLL_SECONDS))
+            messages = [m for m in polled if not _failed(m)]
             if not messages:
                 continue
             try:
@@ -93,10 +97,10 @@ class Ingester:
                 await self._handle(messages)
             except Exception:  # the log refused an append: nothing is committed, re-read the batch
                 log.exception("ingesting %d task requests failed; re-reading them", len(messages))
-                await asyncio.to_thread(self._rewind, messages)
+                await self._lane.run(functools.partial(self._rewind, messages))
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            await asyncio.to_thread(self._commit, messages)
+            await self._lane.run(functools.partial(self._commit, messages))
 
     def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Called inside a poll, so after the batch before it was decided and committed."""
@@ -108,7 +112,7 @@ class Ingester:
         self.enqueued += sum(1 for outcome in outcomes if outcome is True)
         self.duplicates += sum(1 for outcome in outcomes if outcome is False)
         if any(outcome is None for outcome in outcomes):
-            await asyncio.to_thread(self._flush_dead_letters)
+            await ask(self._flush_dead_letters)
 
     async def _one(self, msg: Message) -> bool | None:
         """True: enqueued now; False: its key was enqueued before; None: dead-lettered."""
@@ -139,7 +143,8 @@ class Ingester:
         self._stopping = True
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-        await asyncio.to_thread(self._consumer.close)
+        await self._lane.run(self._consumer.close)
+        self._lane.close()
 
 
 def _key_of(msg: Message) -> str:

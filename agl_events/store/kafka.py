@@ -10,6 +10,7 @@ This module only builds the clients and the storage; behaviour is the service's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -29,6 +30,7 @@ from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.follower import Follower
 from agl_events.store.ingester import Ingester
+from agl_events.store.lane import ask
 from agl_events.store.membership import StoreGroup
 from agl_events.store.ownership import Ownership
 from agl_events.store.peers import PeerStores
@@ -104,7 +106,7 @@ class KafkaLightningStore(EventSourcedStore):
         `auth_token` (`store.ownership`); without it, it decides everything itself.
         """
         bootstrap = settings.bootstrap_servers
-        await asyncio.to_thread(create_topics, make_admin(bootstrap), settings.experiment)
+        await ask(functools.partial(create_topics, make_admin(bootstrap), settings.experiment))
         codec = AvroCodec.from_url(settings.schema_registry_url)
         producer_id = f"store-{socket.gethostname()}-{os.getpid()}"
         writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id)
@@ -117,7 +119,7 @@ class KafkaLightningStore(EventSourcedStore):
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})
         rollouts_topic = topic_name(settings.experiment, Topic.ROLLOUTS)
         ownership = None if advertise_url is None else Ownership(
-            await asyncio.to_thread(_partition_count, bootstrap, rollouts_topic), advertise_url)
+            await ask(functools.partial(_partition_count, bootstrap, rollouts_topic)), advertise_url)
         router = Router(ownership, PeerStores(settings.experiment, auth_token) if ownership else None)
         store = cls(KafkaLog(writer, tasks_writer), view, Follower(reader, view), producer_id=producer_id,
                     scan_debounce_seconds=scan_debounce_seconds, clock=clock, router=router)
@@ -155,11 +157,18 @@ class KafkaLightningStore(EventSourcedStore):
         """Stop ingesting first: its last batch still needs the committer and the log."""
         if self._ingester is not None:
             await self._ingester.stop()
+        self.router.stop()
         if self._group is not None:  # hands our partitions over (drained) while the committer still runs
-            await asyncio.to_thread(self._group.stop)
+            await self._group.leave()
         if self.router.peers is not None:
             await self.router.peers.close()
         await super().close()
+
+    def interrupt_waits(self) -> None:
+        """Shutting down: long polls are answered, and calls waiting for the store group to give this store (or
+        another) their rollout's partition get a 503 at once instead of waiting for a group that is leaving."""
+        self.router.stop()
+        super().interrupt_waits()
 
     def backpressure(self) -> dict[str, BackpressureStats]:
         return {**super().backpressure(), **cast(KafkaLog, self._log).backpressure()}

@@ -2,19 +2,28 @@
 
 Kafka's group protocol is the arbiter (`store.ownership` says what owning means): each member's `client.id`
 is the URL other stores reach it at, so describing the group tells every member who owns what. The member
-reads nothing (its partitions stay paused); it is there for the assignment:
-- on revoke (a store joins or leaves; eager protocol, so before anyone gets partitions) the store stops
-  deciding for them and waits until every command it took is durable (`release`);
+reads nothing (its partitions stay paused); it is there for the assignment. The group uses Kafka 4's consumer
+protocol (KIP-848, `group.protocol=consumer`): the coordinator assigns partitions in its answer to a member's
+heartbeat, so a store alone in its group owns every partition one round trip after it joins (tens of
+milliseconds), where the classic protocol first waits out the broker's `group.initial.rebalance.delay.ms`
+(3 s by default) for more members, and a new experiment's first call waited with it. Hand-overs are
+incremental and keep the rule that nothing is decided twice:
+- on revoke (a store joins or leaves) the store stops deciding for the revoked partitions and waits until
+  every command it took is durable (`release`); the coordinator gives them to another member only once this
+  member has acknowledged the revocation (its next heartbeat after the callback returned);
 - on assign the store catches its view up with the end of the log before it decides (`acquire`): whatever
   the previous owner wrote, drained or acknowledged before it died, is folded first, so nothing is decided
   twice or on stale state.
-A killed store's partitions move once the group's session timeout (`SESSION_TIMEOUT_MS`) passes.
+A killed store's partitions move once the broker's `group.consumer.session.timeout.ms` passes (45 s by default,
+the local broker sets 6 s); members heartbeat every `group.consumer.heartbeat.interval.ms` (5 s by default,
+1 s on the local broker), which bounds how long a join or a leave takes to move partitions.
 The callbacks run on this module's poll thread and block it while the event loop does the work.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -27,15 +36,17 @@ from agl_events.store.ownership import Ownership
 
 log = logging.getLogger(__name__)
 
-#: A dead store's partitions move after this (the broker's group.min.session.timeout.ms is 6 s by default).
-SESSION_TIMEOUT_MS = 6000
-HEARTBEAT_MS = 1000
 POLL_SECONDS = 0.2
 #: How often members re-read who owns what, besides after every rebalance and whenever a forward failed.
 DESCRIBE_SECONDS = 5.0
+#: ... and this often while some partition has no owner in the last description: partitions move one member at
+#: a time (revoked here, assigned there a heartbeat later), so a description made between the two is partial.
+SETTLING_DESCRIBE_SECONDS = 0.5
 #: A release waits for in-flight commits; an acquire for the catch-up (a long history can take minutes).
 RELEASE_TIMEOUT_SECONDS = 60.0
 ACQUIRE_TIMEOUT_SECONDS = 600.0
+#: How long leaving the group may take on close (a release drains in-flight commits): a shutdown must end.
+LEAVE_TIMEOUT_SECONDS = 5.0
 
 Handover = Callable[[set[int]], Awaitable[None]]
 
@@ -51,9 +62,7 @@ class StoreGroup:
                  acquire: Handover, release: Handover) -> None:
         self._consumer: Consumer = make_consumer(
             bootstrap, group_id(experiment), **{"client.id": ownership.own_url, "enable.partition.eof": False,
-                                                "session.timeout.ms": SESSION_TIMEOUT_MS,
-                                                "heartbeat.interval.ms": HEARTBEAT_MS,
-                                                "partition.assignment.strategy": "roundrobin"})
+                                                "group.protocol": "consumer"})
         self._admin = make_admin(bootstrap)
         self._group = group_id(experiment)
         self._topic = topic
@@ -62,13 +71,15 @@ class StoreGroup:
         self._release = release
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._left: asyncio.Future[None] | None = None
         self._stopping = threading.Event()
         self._describe_now = threading.Event()
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._left = self._loop.create_future()
         self._consumer.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_revoke)
+                                 on_lost=self._on_lost)
         self._thread = threading.Thread(target=self._run, name="agl-store-group", daemon=True)
         self._thread.start()
 
@@ -77,31 +88,42 @@ class StoreGroup:
         self._describe_now.set()
 
     def _run(self) -> None:
-        next_describe = 0.0
-        while not self._stopping.is_set():
-            self._consumer.poll(POLL_SECONDS)
-            if time.monotonic() >= next_describe or self._describe_now.is_set():
-                self._describe_now.clear()
-                self._describe()
-                next_describe = time.monotonic() + DESCRIBE_SECONDS
-        self._consumer.close()  # leaves the group: revokes (and releases) our partitions first
+        try:
+            next_describe = 0.0
+            while not self._stopping.is_set():
+                self._consumer.poll(POLL_SECONDS)
+                if time.monotonic() >= next_describe or self._describe_now.is_set():
+                    self._describe_now.clear()
+                    settled = self._describe()
+                    next_describe = time.monotonic() + (DESCRIBE_SECONDS if settled else SETTLING_DESCRIBE_SECONDS)
+            self._consumer.close()  # leaves the group: revokes (and releases) our partitions first
+        finally:
+            self._tell_loop(self._has_left)
 
-    def _describe(self) -> None:
+    def _has_left(self) -> None:
+        if self._left is not None and not self._left.done():
+            self._left.set_result(None)
+
+    def _describe(self) -> bool:
+        """Learn who owns what; whether every partition has an owner."""
         try:
             group = self._admin.describe_consumer_groups([self._group])[self._group].result(10)
         except Exception as exc:  # the next describe tries again; forwards wait meanwhile
             log.warning("describing the store group failed: %s", exc)
-            return
+            return False
         owners = {tp.partition: member.client_id for member in group.members
                   for tp in (member.assignment.topic_partitions if member.assignment else [])
                   if tp.topic == self._topic}
         self._on_loop(self._learn(owners), 10.0)
+        return len(owners) == self._ownership.partitions
 
     async def _learn(self, owners: dict[int, str]) -> None:
         self._ownership.learn(owners)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        consumer.assign(partitions)
+        if not partitions:  # a heartbeat that moved nothing to us
+            return
+        consumer.incremental_assign(partitions)
         consumer.pause(partitions)
         taken = {tp.partition for tp in partitions}
         log.info("store %s takes partitions %s", self._ownership.own_url, sorted(taken))
@@ -109,10 +131,24 @@ class StoreGroup:
         self._describe_now.set()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Acknowledged (the partitions free for another member) only after this returns: drained first."""
+        if not partitions:
+            return
         given = {tp.partition for tp in partitions}
         log.info("store %s hands over partitions %s", self._ownership.own_url, sorted(given))
         self._on_loop(self._release(given), RELEASE_TIMEOUT_SECONDS)
+        consumer.incremental_unassign(partitions)
         self._describe_now.set()
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Fenced (our session expired): another member may own them already; stop deciding for them at once."""
+        log.warning("store %s lost partitions %s", self._ownership.own_url, sorted(tp.partition for tp in partitions))
+        self._on_revoke(consumer, partitions)
+
+    def _tell_loop(self, callback: Callable[[], None]) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # a closed loop waits for nothing
+            self._loop.call_soon_threadsafe(callback)
 
     def _on_loop(self, work: Awaitable[None], timeout: float) -> None:
         assert self._loop is not None
@@ -124,8 +160,15 @@ class StoreGroup:
         except Exception:
             log.exception("store group handover failed")
 
-    def stop(self) -> None:
-        """Leave the group (blocking: call it off the event loop, which must keep running for the release)."""
+    async def leave(self) -> None:
+        """Leave the group: our partitions are released (drained) and revoked. Bounded by LEAVE_TIMEOUT_SECONDS,
+        after which the store closes anyway: the thread is a daemon, and the group hands our partitions on
+        once our session expires, as after a crash."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._left is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._left), LEAVE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            log.warning("store %s did not leave its store group within %.0f s; closing anyway",
+                        self._ownership.own_url, LEAVE_TIMEOUT_SECONDS)

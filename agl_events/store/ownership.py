@@ -116,6 +116,10 @@ class Ownership:
         """Every other store that owns something, each once."""
         return sorted({url for url in self.owners.values() if url != self.own_url})
 
+    def wake(self) -> None:
+        """Wake everyone waiting for a change without one (the store is closing: they give up)."""
+        self._changed()
+
     def _changed(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()

@@ -4,7 +4,8 @@ A command for a rollout is decided here when this store owns the rollout's parti
 (`store.peers`). Ownership can move at any time (a store joins, leaves or dies), so both ways retry: a command
 decided here re-checks ownership in its decision (`owned`), and a forwarded one that finds its owner gone or
 no longer owning asks again once the group has said who owns the partition now. After `ROUTE_WAIT_SECONDS`
-without an owner, the caller gets `NoOwnerError` (503).
+without an owner, the caller gets `NoOwnerError` (503); so does every call still waiting for one when the store
+closes (`stop`), so that a shutdown never waits for a group that will not assign anything any more.
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ class Router:
         self.peers = peers
         #: Asks the store group to describe who owns what again (set once the group exists).
         self.refresh = refresh
+        self._stopped = False
+
+    def stop(self) -> None:
+        """The store is closing: calls waiting for an owner get NoOwnerError now, and later ones at once."""
+        self._stopped = True
+        if self.ownership is not None:
+            self.ownership.wake()
+
+    def _check_running(self) -> None:
+        if self._stopped:
+            raise NoOwnerError("the store is shutting down; ask another store of the group, or again later")
 
     @property
     def placement(self) -> Placement:
@@ -56,6 +68,7 @@ class Router:
 
     async def _changed(self, deadline: float, what: str) -> None:
         assert self.ownership is not None
+        self._check_running()
         left = deadline - time.monotonic()
         if left <= 0:
             raise NoOwnerError(f"no store of the group owns {what} (waited {ROUTE_WAIT_SECONDS:.0f} s)")
@@ -63,6 +76,7 @@ class Router:
             await asyncio.wait_for(self.ownership.changed.wait(), min(left, 1.0))
         except TimeoutError:
             self.refresh()
+        self._check_running()
 
     async def owner_of(self, rid: str, deadline: float) -> str | None:
         """None to decide here, or the URL of the store that owns `rid`'s partition."""
@@ -137,6 +151,7 @@ class Router:
     async def owning(self) -> None:
         """Wait until this store owns a partition (an ingester creates rollouts only where it decides)."""
         while self.ownership is not None and not self.ownership.owned:
+            self._check_running()
             await self.ownership.changed.wait()
 
     def others(self) -> list[str]:

@@ -29,13 +29,17 @@ def _group(url: str) -> dict[str, Any]:
 
 
 def _settled(stores: list[StoreProcess], timeout: float = 60.0) -> dict[str, set[int]]:
-    """Wait until every partition is owned by exactly one of `stores`, each owning at least one."""
+    """Wait until every partition is owned by exactly one of `stores`, each owning at least one, and every store
+    knows it (the owners it tells runner clients: partitions move one member at a time)."""
     deadline = time.monotonic() + timeout
     owned: dict[str, set[int]] = {}
     while time.monotonic() < deadline:
-        owned = {s.url: set(_group(s.url)["owned"]) for s in stores}
+        groups = [_group(s.url) for s in stores]
+        owned = {s.url: set(group["owned"]) for s, group in zip(stores, groups, strict=True)}
         parts = [p for ps in owned.values() for p in ps]
-        if sorted(parts) == list(range(PARTITIONS)) and all(owned.values()):
+        owners = {str(p): url for url, ps in owned.items() for p in ps}
+        if sorted(parts) == list(range(PARTITIONS)) and all(owned.values()) and all(
+                group["owners"] == owners for group in groups):
             return owned
         time.sleep(0.2)
     raise AssertionError(f"the store group did not settle: {owned}")
