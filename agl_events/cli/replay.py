@@ -29,6 +29,7 @@ from agl_events.replay.snapshot import keep_latest, list_snapshots, partial_dir,
 from agl_events.server.client import experiment_url
 from agl_events.store.readonly import ReadOnlyStore
 from agl_events.topics import Topic, topic_name
+from agl_events.views.lock import ViewsInUseError, holder_of
 
 replay_app = typer.Typer(help="Replay an experiment's history: rebuild, verify, snapshot, export.",
                          no_args_is_help=True)
@@ -103,6 +104,11 @@ def rebuild_command(ctx: typer.Context, to: Annotated[Path, typer.Option("--to",
                     experiment: Experiment = None, until: Until = None, until_resources: UntilResources = None,
                     offsets: Offsets = None, snapshots: Snapshots = None, no_snapshot: NoSnapshot = False) -> None:
     """Fold the log (from the latest usable snapshot, or offset 0) into a fresh view, up to a cut."""
+    held = holder_of(to.resolve())  # a live store's views: it would open the same RocksDB folder, or serve ours
+    if held is not None:
+        refused = ViewsInUseError(*held, remedy="rebuild into a folder outside it with --to DIR")
+        Console(stderr=True).print(str(refused), style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
     cfg, console = _settings(ctx, experiment), Console()
     root = None if no_snapshot else snapshot_root(cfg, snapshots)
     _report(console, _rebuild(console, cfg, to, _cut(until, until_resources, offsets), root))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from agl_events.server.auth import AuthConfigError, AuthTokens, load_experiment_
 from agl_events.store.base import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.readonly import ReadOnlyStore
+from agl_events.views.lock import ViewsInUseError, ViewsLock
 
 
 def store(
@@ -26,7 +28,8 @@ def store(
     host: Annotated[str, typer.Option(help="Interface to listen on; 0.0.0.0 lets runners on other machines in.")
                     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port (Agent Lightning's default).")] = DEFAULT_PORT,
-    views: Annotated[Path | None, typer.Option(help="Where the RocksDB views live (default <home>/views).")] = None,
+    views: Annotated[Path | None, typer.Option(help="Where the RocksDB views live (default <home>/views); one store "
+                                                "process per folder, so a second one here needs its own.")] = None,
     scan_debounce: Annotated[float, typer.Option(help="Seconds between watchdog scans (timeouts, silence).")
                              ] = 10.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
@@ -64,7 +67,6 @@ def store(
         auth = AuthTokens(cfg.store_token, load_experiment_tokens(auth_tokens) if auth_tokens else {})
     except AuthConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--auth-tokens") from exc
-    cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     views_root = views or cfg.home / "views"
     try:
         cut = CutSpec(until=None if as_of is None else parse_time(as_of), until_resources=as_of_resources,
@@ -73,6 +75,15 @@ def store(
         raise typer.BadParameter(str(exc)) from exc
     if cut != CutSpec() and not read_only:
         raise typer.BadParameter("--as-of, --as-of-resources and --as-of-offsets need --read-only")
+    # Before anything else: a second store on these views would fail every request of an experiment both
+    # serve. A read-only store opens views read-only (RocksDB lets it beside their writer) and locks nothing.
+    try:
+        views_lock: contextlib.AbstractContextManager[object] = (
+            contextlib.nullcontext() if read_only else ViewsLock(views_root))
+    except ViewsInUseError as exc:
+        typer.echo(f"agl-events store: {exc}", err=True)
+        raise typer.Exit(2) from None
+    cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
 
     own_url = None if single else advertise_url or default_advertise_url(host, port)
 
@@ -93,8 +104,9 @@ def store(
     secured = "" if not auth.enabled else ", bearer tokens required"
     typer.echo(f"agl-events store on http://{host}:{port} ({mode}Kafka {cfg.bootstrap_servers}, "
                f"default experiment {cfg.experiment}, views in {views_root}{secured})")
-    serve(create_app(store_for, default_experiment=cfg.experiment, auth=auth), host=host, port=port,
-          log_level=log_level)
+    with views_lock:
+        serve(create_app(store_for, default_experiment=cfg.experiment, auth=auth), host=host, port=port,
+              log_level=log_level)
 
 
 def default_advertise_url(host: str, port: int) -> str:

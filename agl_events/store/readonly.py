@@ -80,10 +80,9 @@ class ReadOnlyStore(EventSourcedStore):
     @classmethod
     def open(cls, folder: Path, *, remove_on_close: Path | None = None) -> ReadOnlyStore:
         """Serve the view in `folder` (one `agl-events replay rebuild` wrote, or any store's view); closing the
-        store deletes `remove_on_close` (a scratch folder the view was rebuilt into)."""
-        if not folder.is_dir():
-            raise FileNotFoundError(f"no view in {folder}")
-        view = StoreView(RocksKV(folder), track_own=False)
+        store deletes `remove_on_close` (a scratch folder the view was rebuilt into). The view is opened
+        read-only, so a live store may hold the folder: this one serves it as it was when opened."""
+        view = StoreView(RocksKV(folder, read_only=True), track_own=False)
         replay = view.get(keys.REPLAY)
         store = cls(view, f"of {replay['experiment']} up to {replay['cut']['why']}" if replay else f"in {folder}")
         store._remove = remove_on_close

@@ -11,23 +11,39 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch
 
 #: RocksDB memtable size per view (see RocksKV).
 WRITE_BUFFER_BYTES = 16 * 1024 * 1024
 
 
-class RocksKV:
-    """RocksDB through rocksdict in raw mode: bytes keys sort as the key space in `reducers.keys` expects."""
+class ViewUnavailableError(OSError):
+    """A view's folder cannot be opened (held by another process, unreadable, not a view): the message says
+    which folder and why. A store answers 503 with it rather than a 500, a condition of the machine and not
+    a fault of the request."""
 
-    def __init__(self, path: Path) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+
+class RocksKV:
+    """RocksDB through rocksdict in raw mode: bytes keys sort as the key space in `reducers.keys` expects.
+
+    `read_only` opens an existing view without RocksDB's writer lock, so it can be read while a live store
+    writes it: it holds what the folder held when opened (a frozen view), and `write` fails.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         options = Options(raw_mode=True)
-        options.create_if_missing(True)
+        options.create_if_missing(not read_only)
         # A view is rebuilt by streaming the log through it: RocksDB's default 64 MB memtables made the
         # store's memory grow with the history; 16 MB flush sooner at no measurable cost in fold speed.
         options.set_write_buffer_size(WRITE_BUFFER_BYTES)
-        self._db = Rdict(str(path), options)
+        access = AccessType.read_only() if read_only else AccessType.read_write()
+        if read_only and not path.is_dir():
+            raise ViewUnavailableError(f"no view in {path}")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._db = Rdict(str(path), options, access_type=access)
+        except Exception as exc:  # rocksdict raises a bare Exception ("IO error: ... LOCK: ...")
+            raise ViewUnavailableError(f"the view in {path} cannot be opened: {exc}") from exc
 
     def get(self, key: str) -> Any:
         raw = self._db.get(key.encode())
