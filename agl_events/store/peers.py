@@ -7,13 +7,14 @@ come back as the exceptions the owner raised (an unknown rollout is still a Valu
 
 from __future__ import annotations
 
+import asyncio
 from contextvars import ContextVar
 from typing import Any
 
 import httpx
 from pydantic_core import to_jsonable_python
 
-from agl_events.store.errors import NotOwnerError
+from agl_events.store.errors import NoOwnerError, NotOwnerError
 
 FORWARDED_HEADER = "X-AGL-Forwarded"
 #: True while a request another store forwarded is being served (set by the server from FORWARDED_HEADER).
@@ -36,14 +37,35 @@ class PeerStores:
             headers["Authorization"] = f"Bearer {auth_token}"
         self._prefix = f"/experiments/{experiment}/v1/agl"
         self._http = httpx.AsyncClient(timeout=timeout, headers=headers)
+        self._calls: set[asyncio.Task[httpx.Response]] = set()
+        self._stopped = False
+
+    def stop(self) -> None:
+        """This store is shutting down: calls on their way to an owner (which may never answer) and later ones
+        fail now with NoOwnerError (a 503 to retry elsewhere), so that the server need not wait them out."""
+        self._stopped = True
+        for call in self._calls:
+            call.cancel()
 
     async def call(self, owner: str, method: str, path: str, body: Any = None) -> Any:
         """`method path` at `owner` (a store's base URL); the JSON answer, or the owner's error raised here."""
+        if self._stopped:
+            raise NoOwnerError("this store is shutting down; ask another store of the group")
+        request = asyncio.ensure_future(self._http.request(
+            method, f"{owner.rstrip('/')}{self._prefix}{path}",
+            json=to_jsonable_python(body) if body is not None else None))
+        self._calls.add(request)
         try:
-            response = await self._http.request(method, f"{owner.rstrip('/')}{self._prefix}{path}",
-                                                json=to_jsonable_python(body) if body is not None else None)
+            response = await request
         except httpx.HTTPError as exc:
             raise PeerUnavailableError(f"store {owner} unreachable: {type(exc).__name__}: {exc}") from exc
+        except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if self._stopped and not (caller is not None and caller.cancelling()):
+                raise NoOwnerError(f"this store is shutting down (store {owner} had not answered)") from None
+            raise
+        finally:
+            self._calls.discard(request)
         if response.status_code < 300:
             return response.json()
         detail, error_type = _error_of(response)

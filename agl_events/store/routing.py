@@ -55,6 +55,8 @@ class Router:
     def stop(self) -> None:
         """The store is closing: calls waiting for an owner get NoOwnerError now, and later ones at once."""
         self._stopped = True
+        if self.peers is not None:
+            self.peers.stop()
         if self.ownership is not None:
             self.ownership.wake()
 
@@ -83,6 +85,7 @@ class Router:
         if self.ownership is None:
             return None
         while True:
+            self._check_running()
             where = self.ownership.where(rid)
             if where == self.ownership.own_url:
                 return None
@@ -119,7 +122,9 @@ class Router:
                 if FORWARDED.get() and owner is None:
                     raise
             except PeerUnavailableError:
+                self._check_running()
                 await asyncio.sleep(RETRY_SECONDS)
+            self._check_running()
             self.refresh()
             if time.monotonic() > deadline:
                 raise NoOwnerError(f"no store of the group decided for {len(indices)} rollouts within "
@@ -141,6 +146,7 @@ class Router:
             return None
         deadline = time.monotonic() + ROUTE_WAIT_SECONDS
         while True:
+            self._check_running()
             if self.ownership.owned:
                 return None
             others = self.ownership.any_other()

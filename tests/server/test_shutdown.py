@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,99 @@ async def test_a_store_that_stops_serving_ends_the_server(monkeypatch: pytest.Mo
     _poison(store, monkeypatch)
     await asyncio.wait_for(serving, 10)
     assert str(server.failed) == "disk on fire" and store._closed
+
+
+#: Experiments a shutdown test's server holds: closing them one by one used to take minutes.
+MANY = 52
+
+
+def _enqueue(url: str, experiment: str, client: httpx.Client) -> str:
+    answer = client.post(f"{url}/experiments/{experiment}/v1/agl/queues/rollouts/enqueue",
+                         json={"rollouts": [{"input": experiment}]})
+    assert answer.status_code < 300, answer.text
+    return str(answer.json()[0]["rollout_id"])
+
+
+def _serve_many(server: StoreProcess, prefix: str) -> None:
+    """One enqueue on each of MANY new experiments, as a team sharing one server would (store groups on)."""
+    with httpx.Client(timeout=60) as client:
+        for i in range(MANY):
+            _enqueue(server.url, f"{prefix}-{i}", client)
+
+
+def _in_progress(url: str) -> float:
+    """POST requests the server is serving now, from its /metrics."""
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith('agl_http_requests_in_progress{method="POST"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def _until(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"not within {within:.0f} s: {what}"
+        time.sleep(0.1)
+
+
+def _sigterm_ends(server: StoreProcess, *, all_closed: bool = True) -> None:
+    """SIGTERM ends `server` within 10 s; with `all_closed`, every store closed within its bound too."""
+    assert server.process is not None
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(10)  # raises TimeoutExpired if it hangs
+    print(f"SIGTERM to exit with {MANY}+ experiments: {time.monotonic() - started:.2f} s")
+    assert server.process.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
+    assert "Traceback" not in server.tail(200)
+    assert not all_closed or "did not close" not in server.tail(200)
+
+
+def test_sigterm_ends_an_idle_server_that_served_many_experiments(settings: Settings, tmp_path: Path) -> None:
+    """Every experiment's background work (store group, follower, writers, ingester) ends, all closed together."""
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
+    server.start()
+    try:
+        _serve_many(server, settings.experiment)
+        _sigterm_ends(server)
+    finally:
+        server.stop()
+
+
+def test_sigterm_ends_a_server_with_calls_waiting_for_an_owner_that_does_not_answer(
+        settings: Settings, tmp_path: Path) -> None:
+    """Among many experiments, one shared with a second store that froze (SIGSTOP) while owning partitions:
+    calls for its rollouts wait on it; they are answered or cut off, and the server still exits."""
+    server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
+    frozen = StoreProcess(settings, tmp_path / "views-frozen", tmp_path / "frozen.log")
+    shared = f"{settings.experiment}-shared"
+    server.start()
+    frozen.start()
+    try:
+        _serve_many(server, settings.experiment)
+        with httpx.Client(timeout=60) as client:
+            ids = [_enqueue(frozen.url, shared, client) for _ in range(6)]  # the frozen store owns them all
+            _enqueue(server.url, shared, client)  # the server joins the experiment's store group
+        assert frozen.process is not None and server.process is not None
+        frozen.process.send_signal(signal.SIGSTOP)
+        answers: list[int | str] = []
+
+        def start_attempt(rid: str) -> None:  # forwarded to the owner, which does not answer
+            try:
+                answers.append(httpx.post(f"{server.url}/experiments/{shared}/v1/agl/rollouts/{rid}/attempts",
+                                          timeout=60).status_code)
+            except httpx.HTTPError as exc:
+                answers.append(type(exc).__name__)
+
+        callers = [threading.Thread(target=start_attempt, args=(rid,), daemon=True) for rid in ids]
+        for caller in callers:
+            caller.start()
+        _until(lambda: _in_progress(server.url) >= len(ids), "the calls waiting in the server")
+        _sigterm_ends(server, all_closed=False)  # the shared experiment's store may be left as a crash leaves it
+        for caller in callers:
+            caller.join(10)
+        assert answers == [503] * len(ids)  # answered at once: retry elsewhere
+    finally:
+        if frozen.process is not None:
+            frozen.process.send_signal(signal.SIGCONT)
+        server.stop()
+        frozen.kill9()
