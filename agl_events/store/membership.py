@@ -45,8 +45,9 @@ SETTLING_DESCRIBE_SECONDS = 0.5
 #: A release waits for in-flight commits; an acquire for the catch-up (a long history can take minutes).
 RELEASE_TIMEOUT_SECONDS = 60.0
 ACQUIRE_TIMEOUT_SECONDS = 600.0
-#: How long leaving the group may take on close (a release drains in-flight commits): a shutdown must end.
-LEAVE_TIMEOUT_SECONDS = 5.0
+#: How long leaving the group may take on close (a release drains in-flight commits): a shutdown must end,
+#: within the server's bound on closing a store (`server.experiments.CLOSE_TIMEOUT_SECONDS`).
+LEAVE_TIMEOUT_SECONDS = 3.0
 
 Handover = Callable[[set[int]], Awaitable[None]]
 
