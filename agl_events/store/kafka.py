@@ -154,7 +154,11 @@ class KafkaLightningStore(EventSourcedStore):
         return self._ingester
 
     async def close(self) -> None:
-        """Stop ingesting first: its last batch still needs the committer and the log."""
+        """Stop ingesting first: its last batch still needs the committer and the log. Idempotent, as the base
+        close is (the server closes the stores it served, and `serving` closes its store again): a second
+        close would wait forever for the ingester's lane, closed by the first."""
+        if self._closed:
+            return
         if self._ingester is not None:
             await self._ingester.stop()
         self.router.stop()
