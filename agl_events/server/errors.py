@@ -97,7 +97,7 @@ class StoreErrorMiddleware:
             if started:
                 raise
             path = scope.get("path", "?")
-            if isinstance(exc, CLIENT_ERRORS + UNAVAILABLE_ERRORS):
+            if isinstance(exc, (*CLIENT_ERRORS, *UNAVAILABLE_ERRORS, ReadOnlyStoreError)):
                 logger.info("%s %s rejected: %s: %s", scope.get("method"), path, type(exc).__name__, exc)
             else:
                 logger.exception("Unhandled error on %s %s", scope.get("method"), path)
