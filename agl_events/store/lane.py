@@ -39,20 +39,26 @@ class Lane:
 
     def __init__(self, name: str) -> None:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     async def run(self, call: Callable[[], T]) -> T:
         """`call()` on the lane's thread. Cancelling the wait does not stop a call already running (a blocking
-        client call cannot be interrupted): its result is dropped."""
+        client call cannot be interrupted): its result is dropped. RuntimeError once the lane is closed (a call
+        given then would wait forever)."""
+        if self._closed:
+            raise RuntimeError(f"lane {self._thread.name} is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._calls.put((call, loop, future))
         return await future
 
     def close(self) -> None:
-        """End the thread once the calls already given have run."""
-        self._calls.put(None)
+        """End the thread once the calls already given have run. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._calls.put(None)
 
     def _serve(self) -> None:
         while (item := self._calls.get()) is not None:
