@@ -77,8 +77,13 @@ async def ui_url(settings: Settings, tmp_path: Path, clock: FakeClock) -> AsyncI
                                                               triplets=[], final_reward=0.8)]]))
         async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
             async def folded() -> bool:
+                """What the page is asserted to show once folded: the curve and no lag, every attempt and finish
+                folded (the lag, from cached log ends, can read 0 before a partition's last records arrive)."""
                 data = (await http.get(f"{url}/ui/data.json")).json()
-                return sum(p["rollouts"] for p in data["reward_curve"]) == SUCCEEDED
+                applied = data["events_applied"]
+                return (sum(p["rollouts"] for p in data["reward_curve"]) == SUCCEEDED
+                        and applied.get("AttemptCreated") == applied.get("RolloutFinished") == SUCCEEDED + FAILED
+                        and not any(data["consumer_lag"].values()))
 
             await eventually(folded, "the follower folded the workload")
         yield f"{url}/ui?token={TOKEN}"
