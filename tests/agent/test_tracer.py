@@ -25,6 +25,7 @@ from agl_events.topics import Topic
 from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
 from agl_events.types import AttemptedRollout, Span
 from tests.agent import read_spans
+from tests.server.known_workload import eventually
 
 pytestmark = pytest.mark.kafka
 
@@ -302,8 +303,14 @@ async def test_store_reads_a_runners_spans_up_to_its_offsets_and_takes_them_as_h
         claimed = await store.claim_rollout(second.rollout_id, worker_id="w")
         assert claimed is not None and claimed.rollout.attempt.status == "running"
         await run(claimed.rollout)
-        await asyncio.sleep(0.5)  # the follower decides heartbeats after folding
-        kinds = (await asyncio.to_thread(read_kinds, settings))[events_before:]
+        kinds: list[str] = []
+
+        async def heartbeat_logged() -> bool:
+            """The follower decides heartbeats after folding, off the finish's path: wait for the decision."""
+            kinds[:] = (await asyncio.to_thread(read_kinds, settings))[events_before:]
+            return "AttemptHeartbeat" in kinds
+
+        await eventually(heartbeat_logged, "the preparing attempt's heartbeat in the log")
         # The preparing attempt's span is its heartbeat; the claimed one ran with a fresh heartbeat: none.
         assert kinds.count("AttemptHeartbeat") == 1, kinds
         revived = (await store.query_attempts(dequeued.rollout_id)).items[0]

@@ -17,6 +17,7 @@ from agl_events.llm.spans import CALL_SPAN, RAW_SPAN
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import AttemptedRollout, Span
 from tests.llm.conftest import MODEL, finished_spans
+from tests.server.known_workload import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")  # the store of the module lives on the module's loop
 
@@ -184,12 +185,16 @@ async def test_an_agent_hanging_up_mid_stream_leaves_a_failed_call_with_what_it_
         if chunk.choices and chunk.choices[0].delta.content:
             break  # the first word: hang up
     await chunks.close()
-    for _ in range(200):  # the proxy notices, then writes the call while nobody waits for it
-        spans = list(await store.query_spans(rollout.rollout_id))
-        if spans:
-            break
-        await asyncio.sleep(0.05)
-    [request] = by_name(spans, CALL_SPAN)
+    calls: list[Span] = []
+
+    async def call_recorded() -> bool:
+        """The proxy notices, then writes the call while nobody waits for it: wait for the call's span itself
+        (a call's spans are one append, but a poll may fold part of it)."""
+        calls[:] = by_name(list(await store.query_spans(rollout.rollout_id)), CALL_SPAN)
+        return bool(calls)
+
+    await eventually(call_recorded, "the proxy recorded the abandoned call")
+    [request] = calls
     assert request.status.status_code == "ERROR" and request.attributes["error.type"] == "ClientDisconnected"
     assert 1 <= len(request.attributes["response_token_ids"]) < 40  # type: ignore[arg-type]
 

@@ -50,7 +50,8 @@ async def run_known_workload(store: EventSourcedStore, clock: FakeClock) -> None
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 30.0) -> None:
-    """Wait for the follower to fold what the workload appended (figures are observed as it reads the log)."""
+    """Wait until `check()` holds: the tests' one polling wait. Wait on what is asserted next (figures are
+    observed as the follower reads the log, topic by topic), not on something that usually comes with it."""
     deadline = time.monotonic() + within
     while not await check():
         if time.monotonic() > deadline:

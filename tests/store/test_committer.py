@@ -132,10 +132,12 @@ async def test_no_more_than_max_in_flight_batches_wait_for_acks() -> None:
     log, view = HeldLog(), StoreView(DictKV())
     committer = Committer(log, view, "test", on_applied=lambda _: None, max_in_flight=2)
     try:
-        calls = []
-        for version in range(1, 4):
-            calls.append(asyncio.ensure_future(committer.run(publish(version))))
-            await asyncio.sleep(0.01)
+        calls = [asyncio.ensure_future(committer.run(publish(1)))]
+        await _until(lambda: len(log.appended) == 1)  # each its own batch: appended before the next is asked
+        calls.append(asyncio.ensure_future(committer.run(publish(2))))
+        await _until(lambda: len(log.appended) == 2)
+        calls.append(asyncio.ensure_future(committer.run(publish(3))))
+        await asyncio.sleep(0.01)  # a chance to be appended, which it must not take
         assert len(log.appended) == 2  # the third waits for a slot
         log.release(0)
         await _until(lambda: len(log.appended) == 3)
@@ -154,7 +156,7 @@ async def test_an_append_that_raises_fails_its_batch_and_the_ones_on_top_and_the
         await _until(lambda: len(log.appended) == 1)
         log.refuse(RuntimeError("message too large"))
         refused = asyncio.ensure_future(committer.run(publish(2)))
-        await asyncio.sleep(0.01)
+        await _until(lambda: log.refusal is None)  # its append was tried (and raised): a batch of its own
         on_top = asyncio.ensure_future(committer.run(publish(3)))  # decided seeing the refused change
         await _until(lambda: len(log.appended) == 2)
         log.release(0)
