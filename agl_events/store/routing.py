@@ -22,7 +22,8 @@ from agl_events.store.peers import FORWARDED, PeerStores, PeerUnavailableError
 
 T = TypeVar("T")
 #: How long a command waits for its rollout's partition to have an owner: a rebalance after a store died
-#: takes the group's session timeout (6 s) plus the new owner's catch-up.
+#: takes the broker's `group.consumer.session.timeout.ms` (6 s on the local broker and in deploy/, 45 s by
+#: Kafka's default) plus the new owner's catch-up.
 ROUTE_WAIT_SECONDS = 60.0
 #: Pause before asking again after an owner could not be reached (it may be dying: the group will say).
 RETRY_SECONDS = 0.25
