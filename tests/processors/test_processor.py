@@ -164,7 +164,12 @@ async def test_workers_fold_restart_and_share_partitions(settings: Settings, boo
                                          if (p["topic"], p["partition"]) == (rollouts_topic, 0))
                 assert garbage_partition["next_offset"] > 1  # moved past the garbage at offset 0
                 assert stats["counters"]["dead_lettered"] == 1
-                # The store's own reader dead-letters the garbage too (same format): one copy each.
+                # The store's own reader dead-letters the garbage too (same format): one copy each. The wait
+                # above was for the worker; the store's follower reads the same record on its own time.
+                async def store_dead_lettered() -> bool:
+                    return store.dead_lettered >= 1
+
+                await _until(store_dead_lettered, "the store's reader to dead-letter the garbage", running)
                 assert store.dead_lettered == 1
                 letters = _dead_letters(bootstrap, experiment, expected=2)
                 assert len(letters) == 2

@@ -22,6 +22,7 @@ from agl_events.server.process import StoreProcess
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent, waiting_agent
+from tests.server.known_workload import eventually
 
 
 async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:
@@ -58,6 +59,13 @@ async def test_four_runners_complete_500_rollouts_exactly_once(settings: Setting
                                                                                 ).input["i"] / 1000.0
             print("rollouts per runner:", dict(runners))
             assert len(runners) == 4, "every runner took work"
+
+            async def heartbeats_in() -> bool:
+                """Heartbeats run beside the rollouts (the wait above was for these): each runner's in the view."""
+                workers = [await store.get_worker_by_id(runner_id) for runner_id in runners]
+                return all(w is not None and w.heartbeat_stats for w in workers)
+
+            await eventually(heartbeats_in, "every runner's heartbeat")
             for runner_id in runners:  # runners serve no /metrics: their heartbeats carry the span back-pressure
                 worker = await store.get_worker_by_id(runner_id)
                 assert worker is not None and set(worker.heartbeat_stats["span_backpressure"]) == {"waits", "seconds"}
