@@ -1,9 +1,11 @@
 """One proxied call: ask the backend for token ids and logprobs, relay its answer, record the call's spans.
 
 A plain call is forwarded with the agent's body (model renamed, `return_token_ids` and `logprobs` added)
-and answered with the backend's bytes once the spans are durable. A streamed call is relayed event by
-event as the backend sends it, so the agent sees the first token when the backend produces it; a copy of
-each chunk is folded (`StreamAssembler`) and only the final `data: [DONE]` waits for the spans. Asking
+and answered once the spans are durable: with the backend's bytes, a chat answer with its choices' vLLM
+fields also under `provider_specific_fields`, where LiteLLM (upstream's proxy) puts them (`answer.py`).
+A streamed call is relayed event by event as the backend sends it, so the agent sees the first token
+when the backend produces it; a copy of each chunk is folded (`StreamAssembler`) and only the final
+`data: [DONE]` waits for the spans. Asking
 the backend unstreamed and replaying the answer as SSE (upstream 0.3.0's way) would have kept the token
 ids too, but every first token would then arrive with the last.
 
@@ -25,6 +27,7 @@ import httpx
 import orjson
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from agl_events.llm.answer import with_provider_specific_fields
 from agl_events.llm.metrics import ProxyMetrics
 from agl_events.llm.recorder import SpanRecorder
 from agl_events.llm.routing import Deployment, ModelRouter
@@ -102,7 +105,8 @@ class Forwarder:
         sent = backend_body(body, kind, deployment)
         call = LlmCall(rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=0, kind=kind,
                        model_name=deployment.model_name, provider=deployment.provider, request=sent,
-                       stream=bool(body.get("stream")), start_time=time.time(), end_time=0.0, parent=parent)
+                       stream=bool(body.get("stream")), start_time=time.time(), end_time=0.0, parent=parent,
+                       extra_body=deployment.extra_body(kind, sent))
         request = self.http.build_request("POST", deployment.url(ENDPOINTS[kind]), json=sent,
                                           headers=deployment.headers(), timeout=deployment.timeout or
                                           self.http.timeout)
@@ -135,6 +139,8 @@ class Forwarder:
         unrecorded = await self._record(call, sequence_id)
         if unrecorded is not None:
             return error_response(unrecorded.status, unrecorded.message, unrecorded.type)
+        if call.kind == "chat" and isinstance(call.response, dict):
+            payload = orjson.dumps(with_provider_specific_fields(call.response))
         return Response(payload, status_code=response.status_code, media_type="application/json")
 
     def _record_soon(self, call: LlmCall, sequence_id: asyncio.Future[int]) -> asyncio.Future[CallError | None]:

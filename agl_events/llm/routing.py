@@ -22,6 +22,11 @@ import litellm
 from agl_events.llm.model_list import ModelConfig
 
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
+# Providers whose chat calls LiteLLM makes with the OpenAI SDK: its raw span then shows the request as the
+# SDK's arguments, the parameters the SDK does not name under `extra_body`. Other OpenAI-compatible
+# providers (hosted_vllm, ...) go through LiteLLM's own HTTP handler, whose raw request is flat.
+SDK_CHAT_PROVIDERS = frozenset({"openai", "azure"})
+REQUEST_FIELDS = frozenset({"model", "messages"})
 
 
 class UnknownModelError(LookupError):
@@ -41,6 +46,13 @@ class Deployment:
     asks_token_ids: bool
     asks_logprobs: bool
     extra_headers: dict[str, str] = field(default_factory=dict)
+    sdk_params: frozenset[str] | None = None  # what LiteLLM names to the OpenAI SDK for chat; None: flat
+
+    def extra_body(self, kind: str, sent: dict[str, Any]) -> frozenset[str]:
+        """The keys of `sent` that LiteLLM's raw span shows under `extra_body` (none but for SDK providers' chat)."""
+        if kind != "chat" or self.sdk_params is None:
+            return frozenset()
+        return frozenset(key for key in sent if key not in self.sdk_params)
 
     def url(self, endpoint: str) -> str:
         """`endpoint` ("chat/completions", "completions") under this backend's base URL."""
@@ -70,7 +82,15 @@ def resolve(entry: dict[str, Any]) -> Deployment:
     return Deployment(model_name=name, backend_model=backend_model, provider=provider, api_base=api_base,
                       api_key=params.get("api_key") or key, timeout=float(timeout) if timeout else None,
                       asks_token_ids=config.asks_token_ids, asks_logprobs=config.asks_logprobs,
-                      extra_headers={str(k): str(v) for k, v in (params.get("extra_headers") or {}).items()})
+                      extra_headers={str(k): str(v) for k, v in (params.get("extra_headers") or {}).items()},
+                      sdk_params=_sdk_params(backend_model, provider))
+
+
+def _sdk_params(backend_model: str, provider: str) -> frozenset[str] | None:
+    if provider not in SDK_CHAT_PROVIDERS:
+        return None
+    named = litellm.get_supported_openai_params(model=backend_model, custom_llm_provider=provider) or []
+    return REQUEST_FIELDS | frozenset(named)
 
 
 class ModelRouter:
