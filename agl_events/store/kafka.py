@@ -144,6 +144,8 @@ class KafkaLightningStore(EventSourcedStore):
 
     _ingester: Ingester | None = None
     _group: StoreGroup | None = None
+    #: The one closing of this store (see close()).
+    _closing: asyncio.Future[None] | None = None
     #: The RocksDB folder of the view (set by open()).
     view_dir: Path
 
@@ -154,11 +156,17 @@ class KafkaLightningStore(EventSourcedStore):
         return self._ingester
 
     async def close(self) -> None:
-        """Stop ingesting first: its last batch still needs the committer and the log. Idempotent, as the base
-        close is (the server closes the stores it served, and `serving` closes its store again): a second
-        close would wait forever for the ingester's lane, closed by the first."""
-        if self._closed:
-            return
+        """Close once, whoever asks and however often: the server closes the stores it served (giving up on one
+        after `server.experiments.CLOSE_TIMEOUT_SECONDS`, which cancels its wait), and `serving` closes its store
+        again. The closing runs as a task of its own that a cancelled caller does not cut short, and every later
+        close waits for that same task: a second closing would find the first one's clients half closed (the
+        ingester's lane refuses calls once closed)."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close_once())
+        await asyncio.shield(self._closing)
+
+    async def _close_once(self) -> None:
+        """Stop ingesting first: its last batch still needs the committer and the log."""
         if self._ingester is not None:
             await self._ingester.stop()
         self.router.stop()
