@@ -28,9 +28,9 @@ from agentlightning.store.client_server import LightningStoreClient
 
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
+from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin
 from agl_events.server.process import StoreProcess
-from agl_events.topics import LAYOUT, topic_name
 
 #: A hung server is killed after this; the figure then says so.
 SHUTDOWN_LIMIT_SECONDS = 120.0
@@ -81,9 +81,8 @@ def run(settings: Settings, first: int, sequence: int, single: bool, work: Path)
                   f"{SHUTDOWN_LIMIT_SECONDS:.0f} s (killed); the end of its log:\n{server.tail(20)}")
     finally:
         server.stop()
-        topics = [topic_name(name, spec.topic) for name in names for spec in LAYOUT]
-        if topics:
-            make_admin(settings.bootstrap_servers).delete_topics(topics)
+        delete_topics(make_admin(settings.bootstrap_servers), f"agl.{prefix}-")  # waits: a request still
+        # queued when the process ends is never sent, which left every experiment's topics on the broker
 
 
 def main() -> None:
