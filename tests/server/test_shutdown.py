@@ -60,7 +60,7 @@ def test_idle_server_uses_no_cpu_and_sigterm_ends_it_with_waiters_open(settings:
             session.get(f"{server.base}/statistics").raise_for_status()
         upstream = LightningStoreClient(server.base.removesuffix("/v1/agl"))  # its aiohttp session stays open
         asyncio.run(upstream.query_rollouts())
-        time.sleep(0.5)
+        _until(lambda: _in_progress(server.url) >= len(waiters), "the long polls waiting in the server")
 
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
