@@ -5,6 +5,10 @@ lives in this process (the algorithm calls it directly) and is also served over 
 which the runner processes use for their few control calls; their spans go straight to Kafka. When the
 algorithm asks for a sample stream, the samples worker (`agl-events samples`) starts beside them, with
 the Trainer's adapter.
+
+OpenTelemetry's global tracer provider: the runner processes take it, each in its own process (so instrumented
+libraries' spans reach the rollouts, see `agl_events.runner.worker`); this process is the user's, runs no
+agent, and keeps whatever provider the user set (none is installed here, with runners or with `n_runners=0`).
 """
 
 from __future__ import annotations

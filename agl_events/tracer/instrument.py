@@ -13,7 +13,9 @@ the one it annotates:
   `choices[0].token_ids`, else `choices[0].provider_specific_fields.token_ids` (LiteLLM's place for them);
 - `logprobs.content` / `logprobs.refusal`: the first choice's logprobs as JSON text.
 
-Streamed calls and `with_raw_response` calls get AgentOps' attributes only (no token ids), as upstream.
+Streamed calls and `with_raw_response` calls get AgentOps' attributes only (no token ids), as upstream; AgentOps
+also asks streamed calls for a closing usage chunk (`stream_options.include_usage`) unless the environment says
+`TRACELOOP_METRICS_ENABLED=false`, as under upstream's runners.
 Instrumenting patches the openai module for the whole process, so only a process that is a runner's own does
 it (see `Runner`); it happens once per process.
 """
@@ -85,24 +87,23 @@ async def _with_token_ids_async(wrapped: Callable[..., Awaitable[Any]], instance
     return response
 
 
-def instrument_openai(provider: trace.TracerProvider) -> bool:
+def instrument_openai(provider: trace.TracerProvider) -> None:
     """Instrument the openai client (sync and async chat completions, and the rest AgentOps covers) into
-    `provider`, once per process; False when it was already instrumented by someone else (AgentOps set up by
-    the agent's own code), whose spans then carry no token ids unless that code records them."""
+    `provider`, once per process. When the agent's own code instrumented it already (AgentOps set up there),
+    that is left as it is: its spans are recorded, without token ids unless that code adds them."""
     global _done
     from agentops.instrumentation.providers.openai.instrumentor import OpenaiInstrumentor
     from wrapt import wrap_function_wrapper
 
     with _once:
         if _done:
-            return True
+            return
         instrumentor = OpenaiInstrumentor()
         if instrumentor.is_instrumented_by_opentelemetry:
             log.warning("the openai client is already instrumented in this process: its spans are recorded, "
                         "without vLLM's token ids unless the agent's own instrumentation adds them")
-            return False
+            return
         wrap_function_wrapper(_CHAT, "Completions.create", _with_token_ids)  # first: AgentOps' wraps it
         wrap_function_wrapper(_CHAT, "AsyncCompletions.create", _with_token_ids_async)
         instrumentor.instrument(tracer_provider=provider)
         _done = True
-        return True

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+from opentelemetry import trace
 
 from agl_events.config import Settings
 from agl_events.llm.fake_backend import FakeBackend
@@ -132,6 +133,8 @@ async def test_direct_llm_calls_export_one_triplet_each_as_upstream_makes_them(
         assert all(row["prompt_token_ids"] and row["response_token_ids"] for row in ours)
         assert ours[-1]["reward"] == task["reward"]
     assert {PLAN_SPAN, "openai.chat.completion"} <= names, names
+    # The process that started the runners (as the Trainer's does) keeps its global provider: none was set here.
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 async def test_spans_of_the_agents_own_tracer_reach_the_span_topic_beside_its_own_provider(
