@@ -5,9 +5,10 @@ rollout or attempt, "Item ... does not exist") or `TypeError` (bad input such as
 caller's fault, so it is a 400 with the message, which the upstream client raises at once without retrying;
 input too large for the log (`EventTooLargeError`, a ValueError) is a 413 with its size and the limit. A write
 asked of a read-only store (a view of the past, `ReadOnlyStoreError`) is a 405 with the reason. A store
-that stopped serving (its view no longer follows the log), or whose view cannot be opened (`ViewUnavailableError`:
-the folder, and why), answers 503 with the reason. Anything else is a server fault: a 500, which the client
-retries after probing /health. Tracebacks stay in the server log and never go on the wire.
+that stopped serving (its view no longer follows the log), whose view cannot be opened (`ViewUnavailableError`:
+the folder, and why), or whose store group could not reach a rollout's owner in time answers 503 with the
+reason. Anything else is a server fault: a 500, which the client retries after probing /health. Tracebacks stay in
+the server log and never go on the wire.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agl_events.log.encoding import EventTooLargeError
 from agl_events.store.errors import NoOwnerError, NotOwnerError, ReadOnlyStoreError, StoreUnhealthyError
+from agl_events.store.peers import PeerUnavailableError
 from agl_events.views.rocks import ViewUnavailableError
 
 logger = logging.getLogger("agl_events.server")
@@ -28,7 +30,8 @@ logger = logging.getLogger("agl_events.server")
 #: Exception types whose message is the caller's to read: answered 400 instead of 500.
 CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 #: The store cannot serve at all (or its view cannot be opened): 503 with the reason.
-UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError, NoOwnerError, ViewUnavailableError)
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (StoreUnhealthyError, NoOwnerError, ViewUnavailableError,
+                                                   PeerUnavailableError)
 
 
 class ErrorBody(BaseModel):
@@ -49,7 +52,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
                                              "not own (any more): the forwarder asks the owner"},
     500: {"model": ErrorBody, "description": "A server fault (the client retries it after probing /health)"},
     503: {"model": ErrorBody, "description": "The store stopped serving (its view no longer follows the log), "
-                                             "or its view cannot be opened"},
+                                             "or its view cannot be opened, or no store of its group could decide "
+                                             "in time"},
 }
 
 

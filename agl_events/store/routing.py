@@ -155,6 +155,25 @@ class Router:
                 return others[hash(time.monotonic()) % len(others)]
             await self._changed(deadline, "any partition")
 
+    async def create(self, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
+        """New rollouts: `here()` while this store owns a partition, else `there(url)` at a store that does.
+        An owner that cannot be reached (it may have died and still be listed until its session times out) is
+        not the caller's error: the group is asked again and another store, or this one once it owns a
+        partition, creates the rollouts; NoOwnerError (503) after `ROUTE_WAIT_SECONDS`."""
+        deadline = time.monotonic() + ROUTE_WAIT_SECONDS
+        while True:
+            elsewhere = await self.creator()
+            if elsewhere is None:
+                return await here()
+            try:
+                return await there(elsewhere)
+            except PeerUnavailableError as exc:
+                self.refresh()
+                if time.monotonic() > deadline:
+                    raise NoOwnerError(f"no store of the group could create rollouts within "
+                                       f"{ROUTE_WAIT_SECONDS:.0f} s (last: {exc})") from exc
+                await asyncio.sleep(RETRY_SECONDS)
+
     async def owning(self) -> None:
         """Wait until this store owns a partition (an ingester creates rollouts only where it decides)."""
         while self.ownership is not None and not self.ownership.owned:

@@ -36,6 +36,7 @@ from agl_events.store.committer import Committer, EventLog
 from agl_events.store.context import DecisionContext
 from agl_events.store.errors import NotOwnerError, StoreUnhealthyError
 from agl_events.store.follower import Follower
+from agl_events.store.peers import PeerUnavailableError
 from agl_events.store.routing import Router, owned
 from agl_events.topics import Topic
 from agl_events.types import (
@@ -312,27 +313,34 @@ class EventSourcedStore:
                             config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None,
                             worker_id: str | None = None) -> AttemptedRollout:
         await self.healthcheck()
-        elsewhere = await self.router.creator()
-        if elsewhere is not None:
-            return AttemptedRollout.model_validate(await self._forward(elsewhere, "/rollouts", {
+
+        async def here() -> AttemptedRollout:
+            rollout, attempt = await self._decide(lambda ctx: rollout_cmds.start_rollout(
+                ctx, input, mode, resources_id, config, metadata, worker_id))
+            return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+        async def there(owner: str) -> AttemptedRollout:
+            return AttemptedRollout.model_validate(await self._forward(owner, "/rollouts", {
                 "input": input, "mode": mode, "resources_id": resources_id, "config": config,
                 "metadata": metadata, "worker_id": worker_id}))
-        rollout, attempt = await self._decide(lambda ctx: rollout_cmds.start_rollout(
-            ctx, input, mode, resources_id, config, metadata, worker_id))
-        return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+        return await self.router.create(here, there)
 
     async def enqueue_rollout(self, input: Any, mode: Any = None, resources_id: str | None = None,
                               config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None
                               ) -> Rollout:
         await self.healthcheck()
-        elsewhere = await self.router.creator()
-        if elsewhere is not None:
+
+        async def here() -> Rollout:
+            return Rollout.model_validate(await self._decide(lambda ctx: rollout_cmds.enqueue_rollout(
+                ctx, input, mode, resources_id, config, metadata)))
+
+        async def there(owner: str) -> Rollout:
             request = EnqueueRolloutRequest(input=input, mode=mode, resources_id=resources_id, config=config,
                                             metadata=metadata)
-            return (await self._forward_enqueue(elsewhere, [request]))[0]
-        rollout = await self._decide(lambda ctx: rollout_cmds.enqueue_rollout(
-            ctx, input, mode, resources_id, config, metadata))
-        return Rollout.model_validate(rollout)
+            return (await self._forward_enqueue(owner, [request]))[0]
+
+        return await self.router.create(here, there)
 
     async def ingest_task(self, key: str, request: TaskRequest) -> tuple[str, bool]:
         """Enqueue the task request with idempotency key `key` unless that key was enqueued before:
@@ -347,16 +355,16 @@ class EventSourcedStore:
 
     async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
         await self.healthcheck()
-        elsewhere = await self.router.creator()
-        if elsewhere is not None:
-            return await self._forward_enqueue(elsewhere, rollouts)
 
         def enqueue_all(ctx: DecisionContext) -> list[dict[str, Any]]:
             latest = ctx.latest_resources_id()  # resolved once per batch, as upstream
             return [rollout_cmds.enqueue_rollout(ctx, r.input, r.mode, r.resources_id or latest, r.config,
                                                  r.metadata) for r in rollouts]
 
-        return [Rollout.model_validate(r) for r in await self._decide(enqueue_all)]
+        async def here() -> list[Rollout]:
+            return [Rollout.model_validate(r) for r in await self._decide(enqueue_all)]
+
+        return await self.router.create(here, lambda owner: self._forward_enqueue(owner, rollouts))
 
     async def dequeue_rollout(self, worker_id: str | None = None) -> AttemptedRollout | None:
         claimed = await self.dequeue_many_rollouts(limit=1, worker_id=worker_id)
@@ -372,8 +380,12 @@ class EventSourcedStore:
         for other in self.router.others():  # a store group: the other owners' queues, once ours is empty
             if len(found) >= limit:
                 break
-            found += [AttemptedRollout.model_validate(r) for r in await self._forward(
-                other, "/queues/rollouts/dequeue", {"limit": limit - len(found), "worker_id": worker_id})]
+            try:
+                found += [AttemptedRollout.model_validate(r) for r in await self._forward(
+                    other, "/queues/rollouts/dequeue", {"limit": limit - len(found), "worker_id": worker_id})]
+            except PeerUnavailableError as exc:  # its queue is its owner's next: nothing dequeued there now
+                log.warning("dequeue skipped store %s: %s", other, exc)
+                self.router.refresh()
         return found
 
     async def claim_rollout(self, rollout_id: str, worker_id: str | None = None) -> Claim | None:

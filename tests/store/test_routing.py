@@ -1,0 +1,78 @@
+"""Routing in a store group, without a broker: the router over a hand-fed `Ownership` (what the group said)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agl_events.store.errors import NoOwnerError
+from agl_events.store.ownership import Ownership
+from agl_events.store.peers import PeerUnavailableError
+from agl_events.store.routing import Router
+
+HERE = "http://store-a:4747"
+DEAD = "http://store-dead:4747"
+LIVE = "http://store-live:4747"
+
+
+def group(owners: dict[int, str]) -> tuple[Ownership, Router, list[str]]:
+    """A store owning nothing (a group with more stores than partitions, or one still joining) whose group
+    lists `owners`; refreshing it (a new describe of the group) says the live store owns everything now."""
+    ownership = Ownership(partitions=2, own_url=HERE)
+    ownership.learn(owners)
+    refreshed: list[str] = []
+
+    def refresh() -> None:
+        refreshed.append("describe")
+        ownership.learn({0: LIVE, 1: LIVE})
+
+    return ownership, Router(ownership, refresh=refresh), refreshed
+
+
+async def test_a_new_rollout_goes_to_a_live_store_when_the_listed_one_is_gone() -> None:
+    """A store killed a moment ago is still listed until its session times out: creating a rollout there must
+    not fail the caller (it did: a 500 for every enqueue), the group is asked again and a live store creates it."""
+    _, router, refreshed = group({0: DEAD, 1: DEAD})
+    tried: list[str] = []
+
+    async def here() -> str:
+        raise AssertionError("this store owns nothing: it must not create rollouts")
+
+    async def there(owner: str) -> str:
+        tried.append(owner)
+        if owner == DEAD:
+            raise PeerUnavailableError(f"store {owner} unreachable: ConnectError")
+        return f"created at {owner}"
+
+    assert await router.create(here, there) == f"created at {LIVE}"
+    assert tried == [DEAD, LIVE]
+    assert refreshed == ["describe"]
+
+
+async def test_a_store_owning_a_partition_creates_rollouts_itself() -> None:
+    ownership, router, _ = group({1: LIVE})
+    ownership.acquired([0])
+
+    async def there(owner: str) -> str:
+        raise AssertionError(f"forwarded to {owner} though this store owns a partition")
+
+    async def here() -> str:
+        return "created here"
+
+    assert await router.create(here, there) == "created here"
+
+
+async def test_creating_gives_up_with_no_owner_once_the_store_stops() -> None:
+    """Nothing answers and the store shuts down: the caller gets a 503 (NoOwnerError), not a wait or a 500."""
+    ownership = Ownership(partitions=2, own_url=HERE)
+    ownership.learn({0: DEAD, 1: DEAD})
+    router = Router(ownership)
+
+    async def here() -> str:
+        raise AssertionError("owns nothing")
+
+    async def there(owner: str) -> str:
+        router.stop()
+        raise PeerUnavailableError(f"store {owner} unreachable")
+
+    with pytest.raises(NoOwnerError):
+        await router.create(here, there)
