@@ -26,6 +26,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.task_record import decode_task_request
 from agl_events.events.task_request import InvalidTaskRequest, TaskRequest
 from agl_events.log.clients import make_consumer
+from agl_events.store.errors import NoOwnerError
 from agl_events.store.lane import Lane, ask
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class Ingester:
                     self._reassigned = False
                     await self._catch_up()
                 await self._handle(messages)
+            except NoOwnerError:  # the store is closing (`Router.stop`): the batch is left to the next reader
+                await self._lane.run(functools.partial(self._rewind, messages))
+                return
             except Exception:  # the log refused an append: nothing is committed, re-read the batch
                 log.exception("ingesting %d task requests failed; re-reading them", len(messages))
                 await self._lane.run(functools.partial(self._rewind, messages))

@@ -166,10 +166,12 @@ class KafkaLightningStore(EventSourcedStore):
         await asyncio.shield(self._closing)
 
     async def _close_once(self) -> None:
-        """Stop ingesting first: its last batch still needs the committer and the log."""
+        """Stop ingesting first: its last batch still needs the committer and the log. The router stops before
+        it: an ingester waiting to own a partition (in a group with more stores than partitions) would otherwise
+        wait forever, and calls waiting for an owner get their 503 at once."""
+        self.router.stop()
         if self._ingester is not None:
             await self._ingester.stop()
-        self.router.stop()
         if self._group is not None:  # hands our partitions over (drained) while the committer still runs
             await self._group.leave()
         if self.router.peers is not None:
