@@ -3,10 +3,12 @@
 LiteLLM does what it is good at here: reading the model list (`os.environ/...` keys, several deployments
 under one name, its routing strategies) and knowing each provider's endpoint and key. The call itself is
 forwarded as it came (see `forward.py`), not through `litellm.acompletion`: LiteLLM's response translation
-moves vLLM's `token_ids` into `provider_specific_fields` and drops the first chunk's `prompt_token_ids`
-when streaming, and training needs exactly what the backend sent. So only OpenAI-compatible deployments
-are accepted (openai/, hosted_vllm/, and every provider LiteLLM resolves to an OpenAI-style base URL, or
-any with an explicit `api_base`); they are checked when the proxy starts, not on the first call.
+drops vLLM's own `choices[i].token_ids` (keeping them only under `provider_specific_fields`) and, when
+streaming, every chunk's token ids, and training needs exactly what the backend sent. The answer is then
+given LiteLLM's shape as well (`answer.py`), so clients written for Agent Lightning's proxy find the token ids
+where they look. So only OpenAI-compatible deployments are accepted (openai/, hosted_vllm/, and every
+provider LiteLLM resolves to an OpenAI-style base URL, or any with an explicit `api_base`); they are checked
+when the proxy starts, not on the first call.
 """
 
 from __future__ import annotations
