@@ -21,6 +21,8 @@ from agl_events.server.embedded import embedded_store_server
 from agl_events.types import LLM, PromptTemplate
 from tests.algorithm.apo_agents import HINTS, ScriptedModels, arithmetic_agent, arithmetic_tasks
 
+pytestmark = pytest.mark.kafka
+
 SEED = PromptTemplate(template="Question: {question}", engine="f-string")
 
 

@@ -15,6 +15,8 @@ from agl_events.algorithm.grpo import GRPO
 from agl_events.config import Settings
 from agl_events.demo.reverse import reverse_agent, reverse_tasks
 
+pytestmark = pytest.mark.kafka
+
 #: About 1,950 rollouts. The same loop run in-process (no Kafka, 6 sampling seeds) goes from 0.15 held-out
 #: mean reward to 0.24-0.42 at 20 steps and 0.38-0.60 at 30: 20 left too little margin over sampling luck.
 STEPS = 30

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from agl_events import Trainer
@@ -16,6 +17,8 @@ from agl_events.events.codec import AvroCodec
 from agl_events.policy.model import Policy
 from agl_events.policy.weights import load_weights, weights_path
 from agl_events.samples.history import ReplayedSampleStream, ReplayFilter
+
+pytestmark = pytest.mark.kafka
 
 STEPS = 3
 

@@ -81,6 +81,7 @@ class _VerlSide:
         return {}
 
 
+@pytest.mark.kafka
 def test_verl_batches_are_rolled_out_by_the_runners_and_come_back_in_verls_layout(settings: Settings,
                                                                                    tmp_path: Path) -> None:
     side = _VerlSide(tmp_path)

@@ -96,6 +96,7 @@ def _round_trip(bootstrap: str, topic: str, payload: bytes, *, produce: bool = T
 # ---------------------------------------------------------------------- the shared broker, in order
 
 
+@pytest.mark.kafka
 def test_start_reports_a_running_broker(broker: LocalBroker, started: BrokerStatus) -> None:
     assert started.running and started.ready
     assert started.pid is not None
@@ -107,27 +108,32 @@ def test_start_reports_a_running_broker(broker: LocalBroker, started: BrokerStat
     assert status.running and status.ready and status.pid == started.pid
 
 
+@pytest.mark.kafka
 def test_message_round_trip_via_an_auto_created_topic(broker: LocalBroker, started: BrokerStatus) -> None:
     assert _round_trip(started.bootstrap, "agl-test-round-trip", b"hello kafka") == b"hello kafka"
 
 
+@pytest.mark.kafka
 def test_broker_logs_to_server_log(broker: LocalBroker, started: BrokerStatus) -> None:
     assert broker.log_file == broker.settings.home / "kafka" / "logs" / "server.log"
     assert any("Kafka Server started" in line for line in broker.tail(500))
     assert len(broker.tail(3)) == 3
 
 
+@pytest.mark.kafka
 def test_starting_twice_is_harmless(broker: LocalBroker, started: BrokerStatus) -> None:
     again = broker.start()
     assert again.running and again.pid == started.pid
     assert "already running" in again.message
 
 
+@pytest.mark.kafka
 def test_ensure_broker_reuses_the_running_broker(broker: LocalBroker, started: BrokerStatus) -> None:
     assert ensure_broker(broker.settings) == started.bootstrap
     assert broker.status().pid == started.pid
 
 
+@pytest.mark.kafka
 def test_cli_status_and_logs(broker: LocalBroker, started: BrokerStatus, tmp_path: Path) -> None:
     runner = CliRunner()
     running = runner.invoke(app, ["kafka", "status"], env=_cli_env(broker.settings))
@@ -143,6 +149,7 @@ def test_cli_status_and_logs(broker: LocalBroker, started: BrokerStatus, tmp_pat
     assert len(logs.output.splitlines()) == 2
 
 
+@pytest.mark.kafka
 def test_stop_stops_the_broker(broker: LocalBroker, started: BrokerStatus) -> None:
     stopped = broker.stop()
     assert not stopped.running
@@ -155,6 +162,7 @@ def test_stop_stops_the_broker(broker: LocalBroker, started: BrokerStatus) -> No
     assert broker.stop().message == "not running"
 
 
+@pytest.mark.kafka
 def test_restart_keeps_cluster_and_data(broker: LocalBroker, started: BrokerStatus) -> None:
     cluster_id = broker.cluster_id_file.read_text()
     restarted = broker.start(timeout=90)
@@ -194,6 +202,7 @@ def test_port_held_by_a_foreign_listener_is_a_clear_error(tmp_path: Path, which:
     assert not broker.pid_file.exists()
 
 
+@pytest.mark.kafka
 def test_broker_dying_during_startup_reports_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kafka exits when its port is taken after our check; the error quotes the log."""
     broker = LocalBroker(_settings(tmp_path))
@@ -223,6 +232,7 @@ def test_missing_maven_or_java_is_explained(tmp_path: Path, monkeypatch: pytest.
     assert not broker.pid_file.exists()
 
 
+@pytest.mark.kafka
 def test_ensure_broker_with_bootstrap_never_starts_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bootstrap: str
 ) -> None:

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agl_events.config import Settings
 from agl_events.server.embedded import embedded_store_server
+
+pytestmark = pytest.mark.kafka
 
 
 def _history(settings: Settings, store_url: str) -> subprocess.CompletedProcess[str]:

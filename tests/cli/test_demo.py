@@ -11,6 +11,8 @@ import pytest
 
 from agl_events.config import Settings
 
+pytestmark = pytest.mark.kafka
+
 
 @pytest.mark.parametrize("job", [["--algorithm", "grpo", "--steps", "2", "--runners", "2"],
                                  ["--algorithm", "baseline", "--rollouts", "30", "--runners", "2"]])

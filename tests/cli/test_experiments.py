@@ -17,6 +17,8 @@ from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import LAYOUT
 from tests.store import llm
 
+pytestmark = pytest.mark.kafka
+
 
 @pytest.fixture
 def home(settings: Settings, tmp_path: Path) -> Path:

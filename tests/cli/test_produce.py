@@ -73,6 +73,7 @@ def _wait_succeeded(server: StoreProcess, count: int, deadline_s: float = 900) -
     raise AssertionError(f"runners finished {page['total']} of {count} rollouts")
 
 
+@pytest.mark.kafka
 def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(settings: Settings,
                                                                           tmp_path: Path) -> None:
     """Produced twice with no store, ingested by a store SIGKILLed mid-ingest and restarted, run by runners."""
@@ -136,6 +137,7 @@ def test_an_unreachable_bootstrap_is_one_line_not_a_traceback(command: list[str]
     assert "127.0.0.1:1: connection refused" in done.stderr and "--bootstrap" in done.stderr
 
 
+@pytest.mark.kafka
 def test_ten_thousand_lines_through_the_store_with_bad_ones(settings: Settings, tmp_path: Path) -> None:
     tasks, _ = _tasks_file(tmp_path)
     server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
@@ -159,6 +161,7 @@ def test_ten_thousand_lines_through_the_store_with_bad_ones(settings: Settings, 
         server.stop()
 
 
+@pytest.mark.kafka
 def test_an_unreachable_store_is_a_clear_error(settings: Settings, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"input": 1}\n')

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from agl_events.cli.main import app
@@ -17,6 +18,8 @@ from agl_events.config import Settings
 from agl_events.llm.fake_backend import FakeBackend
 from agl_events.server.embedded import free_port
 from agl_events.server.process import StoreProcess
+
+pytestmark = pytest.mark.kafka
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:

@@ -19,6 +19,8 @@ from agl_events.server.process import StoreProcess
 from tests.reducers.workload import workload
 from tests.store import prompt
 
+pytestmark = pytest.mark.kafka
+
 
 def _cli(settings: Settings, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "agl_events", "--bootstrap", settings.bootstrap_servers,

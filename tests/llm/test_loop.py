@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agl_events import Trainer
 from agl_events.algorithm import AlgorithmContext, SplitResult
 from agl_events.config import Settings
@@ -17,6 +19,8 @@ from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.model import Sample
 from tests.llm.agents import asking_agent
 from tests.llm.conftest import MODEL
+
+pytestmark = pytest.mark.kafka
 
 
 class ProxiedGroups:

@@ -19,7 +19,8 @@ from agl_events.types import AttemptedRollout, Span
 from tests.llm.conftest import MODEL, finished_spans
 from tests.server.known_workload import eventually
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")  # the store of the module lives on the module's loop
+# The store of the module lives on the module's loop.
+pytestmark = [pytest.mark.kafka, pytest.mark.asyncio(loop_scope="module")]
 
 ClientFor = Callable[[AttemptedRollout], openai.AsyncOpenAI]
 

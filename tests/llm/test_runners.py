@@ -15,7 +15,7 @@ from agl_events.types import EnqueueRolloutRequest
 from tests.llm.agents import asking_agent
 from tests.llm.conftest import MODEL
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.kafka, pytest.mark.asyncio(loop_scope="module")]
 
 
 async def test_rollouts_on_runners_call_their_own_route_and_rewards_follow_their_calls(

@@ -3,6 +3,8 @@ drops nothing."""
 
 from __future__ import annotations
 
+import pytest
+
 from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import PRODUCER_QUEUE_KB, make_admin, producer_config
@@ -15,6 +17,7 @@ def test_every_producer_gets_the_queue_bound_and_a_call_site_may_set_its_own() -
     assert producer_config("localhost:1", "c", **{"queue.buffering.max.kbytes": 64})["queue.buffering.max.kbytes"] == 64
 
 
+@pytest.mark.kafka
 def test_a_full_producer_queue_makes_the_caller_wait_and_every_event_is_acknowledged(
         bootstrap: str, experiment: str) -> None:
     create_topics(make_admin(bootstrap), experiment)

@@ -55,6 +55,7 @@ def _between(when: datetime | None, before: float, after: float) -> bool:
     return when is not None and math.floor(before * 1000) / 1000 <= when.timestamp() <= after
 
 
+@pytest.mark.kafka
 def test_a_store_s_experiment_is_described_with_its_events_times_sizes_and_model_versions(
         settings: Settings, tmp_path: Path) -> None:
     before, after, latest = _write(settings, tmp_path / "view")
@@ -87,6 +88,7 @@ def test_a_store_s_experiment_is_described_with_its_events_times_sizes_and_model
     assert mine.topics[0].cleanup_policy is None  # topic settings are asked for by describe only
 
 
+@pytest.mark.kafka
 def test_an_experiment_is_any_topic_of_its_layout(bootstrap: str, experiment: str) -> None:
     admin = make_admin(bootstrap)
     name = topic_name(experiment, Topic.SPANS)
@@ -97,11 +99,13 @@ def test_an_experiment_is_any_topic_of_its_layout(bootstrap: str, experiment: st
     assert (summary.events, summary.model_versions, summary.first_time) == (0, 0, None)
 
 
+@pytest.mark.kafka
 def test_an_unknown_experiment_raises(bootstrap: str, experiment: str) -> None:
     with pytest.raises(UnknownExperimentError, match=experiment):
         describe_experiment(bootstrap, AvroCodec(), experiment)
 
 
+@pytest.mark.kafka
 def test_delete_removes_the_topics_and_the_view_folder(settings: Settings, tmp_path: Path) -> None:
     views = tmp_path / "views"
     _write(settings, views / settings.experiment)

@@ -119,6 +119,7 @@ def test_aiokafka_and_faust_get_the_same_settings() -> None:
         aiokafka_security({"security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"})
 
 
+@pytest.mark.kafka
 def test_settings_reach_a_real_client(no_kafka_config: pytest.MonkeyPatch, bootstrap: str) -> None:
     """The test broker speaks PLAINTEXT: a harmless setting keeps the client working, SASL makes it fail, and the
     failure does not show the password."""
@@ -131,6 +132,7 @@ def test_settings_reach_a_real_client(no_kafka_config: pytest.MonkeyPatch, boots
     assert PASSWORD not in str(raised.value)
 
 
+@pytest.mark.kafka
 def test_kafka_status_shows_the_settings_in_use_without_secrets(tmp_path: Path, bootstrap: str) -> None:
     config = tmp_path / "client.json"
     config.write_text('{"socket.keepalive.enable": true}')

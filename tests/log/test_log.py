@@ -32,6 +32,7 @@ def _read_all(reader: EventReader, expected: int, deadline: float = 30.0) -> lis
     return got
 
 
+@pytest.mark.kafka
 def test_topics_are_created_idempotently_with_their_settings(bootstrap: str, experiment: str) -> None:
     admin = make_admin(bootstrap)
     first = create_topics(admin, experiment)
@@ -48,6 +49,7 @@ def test_topics_are_created_idempotently_with_their_settings(bootstrap: str, exp
     assert configs["max.message.bytes"].value == str(MESSAGE_MAX_BYTES)  # every topic, not only spans
 
 
+@pytest.mark.kafka
 def test_every_event_kind_survives_the_broker_in_order(bootstrap: str, experiment: str) -> None:
     create_topics(make_admin(bootstrap), experiment)
     codec = AvroCodec()
@@ -71,6 +73,7 @@ def test_every_event_kind_survives_the_broker_in_order(bootstrap: str, experimen
         assert by_topic[topic_name(experiment, new.topic)].pop(0).record == new.record
 
 
+@pytest.mark.kafka
 def test_undecodable_records_go_to_the_dead_letter_topic(bootstrap: str, experiment: str) -> None:
     create_topics(make_admin(bootstrap), experiment)
     codec = AvroCodec()
@@ -103,6 +106,7 @@ def test_undecodable_records_go_to_the_dead_letter_topic(bootstrap: str, experim
     assert headers["agl.error.type"] == b"UnknownSchemaError"
 
 
+@pytest.mark.kafka
 def test_reading_a_missing_topic_says_how_to_create_it(bootstrap: str, experiment: str) -> None:
     reader = EventReader(bootstrap, experiment, AvroCodec(), [Topic.ROLLOUTS])
     with pytest.raises(RuntimeError, match="topics create"):

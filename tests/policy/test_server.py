@@ -80,6 +80,7 @@ async def test_a_loaded_version_answers_the_next_request(policy_server: PolicySe
         policy_server.load(write_version(weights_dir, 1), 1)
 
 
+@pytest.mark.kafka
 async def test_the_proxy_records_the_policys_token_ids_logprobs_and_version(
         policy_server: PolicyServer, store_server: tuple[KafkaLightningStore, str], llm_settings: Settings) -> None:
     store, url = store_server

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from confluent_kafka import Consumer
 
 from agl_events.config import Settings
@@ -12,6 +13,8 @@ from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin, make_producer
 from agl_events.produce.to_kafka import produce_to_topic
 from agl_events.topics import Topic, topic_name
+
+pytestmark = pytest.mark.kafka
 
 
 def _records(settings: Settings, topic: str, count: int) -> dict[bytes, bytes]:

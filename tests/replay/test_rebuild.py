@@ -21,6 +21,8 @@ from agl_events.store.readonly import ReadOnlyStore
 from tests.reducers.workload import workload
 from tests.store import prompt
 
+pytestmark = pytest.mark.kafka
+
 #: Kafka stamps records in milliseconds: a pause this long puts a cut strictly between two stretches of work.
 TICK = 0.005
 

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
@@ -23,6 +24,8 @@ from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent, waiting_agent
 from tests.server.known_workload import eventually
+
+pytestmark = pytest.mark.kafka
 
 
 async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:

@@ -3,6 +3,8 @@ one batch per resources generation, oldest first, in complete groups, deduplicat
 
 from __future__ import annotations
 
+import pytest
+
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
@@ -70,6 +72,7 @@ def _replay(settings: Settings, selection: ReplayFilter | None = None, *, group_
         return [_groups(batch) for batch in stream]
 
 
+@pytest.mark.kafka
 def test_recorded_samples_come_back_one_batch_per_generation_complete_deduplicated_and_filtered(
         settings: Settings) -> None:
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
@@ -88,6 +91,7 @@ def test_recorded_samples_come_back_one_batch_per_generation_complete_deduplicat
     assert _replay(settings, group_size=1)[1] == [["r5"], ["r6"], ["r7"]]  # the policy's group size wins
 
 
+@pytest.mark.kafka
 async def test_a_replay_reads_up_to_where_the_log_ended_when_it_opened_with_the_live_interface(
         settings: Settings) -> None:
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)

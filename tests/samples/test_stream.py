@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
@@ -12,6 +14,8 @@ from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.model import Sample, sample_fields
 from agl_events.samples.stream import SampleStream
 from agl_events.types import Triplet
+
+pytestmark = pytest.mark.kafka
 
 
 def _sample(rid: str, group: str, generation: int) -> Sample:

@@ -30,7 +30,7 @@ StoreFor = Callable[[str], Awaitable[LightningStore]]
 
 
 # --- backends: our in-memory reference and the Kafka store on the real broker ---------------------------------
-@pytest.fixture(params=["memory", "kafka"])
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFor:
     """`store_for(experiment)`: a fresh, empty store for each experiment the app opens.
 

@@ -207,6 +207,7 @@ async def test_upstream_client_with_the_token_in_its_url(secured: RunningServer)
             await each.close()
 
 
+@pytest.mark.kafka
 async def test_runners_send_the_token_of_their_settings(settings: Settings, tmp_path: Path) -> None:
     secured = settings.model_copy(update={"auth_token": SecretStr("runner-secret")})
     async with embedded_store_server(secured, tmp_path / "view") as (store, url):

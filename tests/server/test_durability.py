@@ -8,9 +8,12 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agl_events.config import Settings
 from agl_events.server.process import StoreProcess
+
+pytestmark = pytest.mark.kafka
 
 
 def _span(rid: str, aid: str, seq: int) -> dict:

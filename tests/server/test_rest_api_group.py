@@ -20,6 +20,8 @@ from agl_events.store.kafka import KafkaLightningStore
 from tests.server.conftest import RunningServer, StoreFor
 from tests.server.test_rest_api import *  # noqa: F403  (the same tests, collected here against the group)
 
+pytestmark = pytest.mark.kafka
+
 
 @pytest.fixture
 def server(settings: Settings, tmp_path: Path, start_server: Callable[[StoreFor], RunningServer]) -> RunningServer:

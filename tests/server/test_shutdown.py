@@ -32,6 +32,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.kafka
 def test_idle_server_uses_no_cpu_and_sigterm_ends_it_with_waiters_open(settings: Settings, tmp_path: Path) -> None:
     server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
     server.start()
@@ -171,6 +172,7 @@ def _sigterm_ends(server: StoreProcess, *, all_closed: bool = True) -> None:
     assert not all_closed or "did not close" not in server.tail(200)
 
 
+@pytest.mark.kafka
 def test_sigterm_ends_an_idle_server_that_served_many_experiments(settings: Settings, tmp_path: Path) -> None:
     """Every experiment's background work (store group, follower, writers, ingester) ends, all closed together."""
     server = StoreProcess(settings, tmp_path / "views", tmp_path / "server.log")
@@ -182,6 +184,7 @@ def test_sigterm_ends_an_idle_server_that_served_many_experiments(settings: Sett
         server.stop()
 
 
+@pytest.mark.kafka
 def test_sigterm_ends_a_server_with_calls_waiting_for_an_owner_that_does_not_answer(
         settings: Settings, tmp_path: Path) -> None:
     """Among many experiments, one shared with a second store that froze (SIGSTOP) while owning partitions:

@@ -24,6 +24,8 @@ from tests.server.known_workload import (
     run_known_workload,
 )
 
+pytestmark = pytest.mark.kafka
+
 
 @pytest.fixture
 async def served(settings: Settings, tmp_path: Path, clock: FakeClock

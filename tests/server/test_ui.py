@@ -29,6 +29,8 @@ from agl_events.store.kafka import KafkaLightningStore
 from tests.conftest import FakeClock
 from tests.server.known_workload import FAILED, QUEUED, SUCCEEDED, eventually, run_known_workload
 
+pytestmark = pytest.mark.kafka
+
 CHROMIUM, TESSERACT = "/usr/bin/chromium", "tesseract"
 #: Flags that work as root in a container, with no network and no first-run chores.
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer
 
 from agl_events.config import Settings
@@ -13,6 +14,8 @@ from agl_events.events.codec import AvroCodec
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import EnqueueRolloutRequest
+
+pytestmark = pytest.mark.kafka
 
 
 def _dispatched(settings: Settings, expected: int) -> Counter[str]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer
 
 from agl_events.config import Settings
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
+
+pytestmark = pytest.mark.kafka
 
 
 async def test_corrupt_event_is_dead_lettered_and_the_store_keeps_going(settings: Settings, tmp_path: Path) -> None:

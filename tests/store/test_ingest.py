@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import orjson
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from agl_events.config import Settings
@@ -16,6 +17,8 @@ from agl_events.store.ingester import ingest_group
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import EnqueueRolloutRequest
+
+pytestmark = pytest.mark.kafka
 
 N = 1000
 

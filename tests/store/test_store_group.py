@@ -21,6 +21,8 @@ from agl_events.server.client import StoreClient
 from agl_events.server.process import StoreProcess
 from agl_events.topics import partition_of
 
+pytestmark = pytest.mark.kafka
+
 PARTITIONS = 3  # the rollouts topic's, from the layout
 
 

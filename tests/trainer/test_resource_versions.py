@@ -6,12 +6,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agl_events import Trainer
 from agl_events.algorithm import AlgorithmContext, SplitResult
 from agl_events.config import Settings
 from agl_events.emitter.reward import find_final_reward
 from agl_events.types import PromptTemplate
 from tests.trainer.agents import template_echo
+
+pytestmark = pytest.mark.kafka
 
 
 def _version(n: int) -> dict[str, PromptTemplate]:

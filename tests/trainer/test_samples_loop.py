@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agl_events import Trainer
 from agl_events.algorithm import AlgorithmContext, SplitResult
 from agl_events.config import Settings
@@ -14,6 +16,8 @@ from agl_events.samples.batching import BatchPolicy, BatchStats
 from agl_events.samples.model import Sample
 from tests.trainer.agents import template_echo
 from tests.trainer.test_resource_versions import _version
+
+pytestmark = pytest.mark.kafka
 
 
 class TwoSteps:

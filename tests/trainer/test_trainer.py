@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agl_events import Baseline, Trainer
 from agl_events.config import Settings
 from agl_events.demo.agent import adder
 from agl_events.types import PromptTemplate, RolloutConfig
+
+pytestmark = pytest.mark.kafka
 
 TEMPLATE = {"prompt_template": PromptTemplate(template="What is {a} + {b}?", engine="f-string")}
 
