@@ -16,6 +16,12 @@ from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin
+from tests.tiers import check_markers, require_kafka_marker
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that reaches the broker through a fixture must be marked `kafka` (see tests/tiers.py)."""
+    check_markers(items)
 
 
 @pytest.fixture(scope="session")
@@ -25,12 +31,14 @@ def bootstrap() -> str:
 
 
 @pytest.fixture
-def experiment(bootstrap: str) -> Iterator[str]:
+def experiment(bootstrap: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh experiment per test: its own topics, so tests never see each other's events.
 
     Its topics, and those of experiments named after it (`<experiment>-...`), are deleted afterwards:
     a broker keeps several open files per partition, and a whole run would otherwise exhaust them.
+    A test that reaches it at run time (`request.getfixturevalue`) must be marked `kafka` too.
     """
+    require_kafka_marker(request.node)
     name = f"t{uuid.uuid4().hex[:10]}"
     yield name
     delete_topics(make_admin(bootstrap), f"agl.{name}")
@@ -59,7 +67,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["memory", "kafka"])
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> AsyncIterator[object]:
     """The same contract on both backends: the in-memory reference and the Kafka store on the real broker.
 
