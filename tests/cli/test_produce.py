@@ -100,8 +100,9 @@ def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(setti
         server.kill9()
         print(f"store SIGKILLed with {ingested} rollouts ingested")
         server.start()
-        pool = RunnerPool(RunnerConfig(settings=settings, store_url=f"http://127.0.0.1:{server.port}", agent="x"),
-                          4, agent=counting_agent)
+        # 8 slots each, as runners are run for throughput (one at a time, the 9,995 took about 2 minutes)
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=f"http://127.0.0.1:{server.port}", agent="x",
+                                       concurrency=8), 4, agent=counting_agent)
         pool.start()
         try:
             _wait_ingested(settings)
@@ -109,7 +110,7 @@ def test_ten_thousand_lines_to_kafka_with_no_store_become_one_rollout_each(setti
             assert stats["total_rollouts"] == 10_000 - len(BAD_LINES)
             started = time.monotonic()
             _wait_succeeded(server, 10_000 - len(BAD_LINES))
-            print(f"4 runners finished them at {9995 / (time.monotonic() - started):.0f} rollouts/s")
+            print(f"4 runners x 8 slots finished them at {9995 / (time.monotonic() - started):.0f} rollouts/s")
         finally:
             pool.stop(grace=30)
         after = _cli(settings, "produce", "status", "--key", line_key(lines[0]), "--key", "nope",
