@@ -18,6 +18,8 @@ from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin
 from tests.tiers import check_markers, require_kafka_marker
 
+pytest_plugins = ("pytester",)  # tests/structure/test_tiers.py runs the tier check in a pytest of its own
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that reaches the broker through a fixture must be marked `kafka` (see tests/tiers.py)."""
