@@ -40,7 +40,7 @@ demo: install
 	$(BIN)/agl-events demo
 
 lint: install
-	$(BIN)/ruff check agl_events processors tests
+	$(BIN)/ruff check agl_events tests
 
 clean:
 	-$(BIN)/agl-events kafka stop

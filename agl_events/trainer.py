@@ -33,12 +33,12 @@ from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
+from agl_events.processors.background import WorkerProcess, samples_worker
 from agl_events.runner.control import stop_request
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
 from agl_events.server.embedded import embedded_store_server
 from agl_events.types import NamedResources, RolloutConfig
-from processors.background import WorkerProcess, samples_worker
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,13 @@ from agl_events.events.codec import AvroCodec
 from agl_events.llm.fake_backend import FakeBackend
 from agl_events.llm.proxy import LLMProxy
 from agl_events.log.writer import EventWriter
+from agl_events.processors.background import samples_worker
 from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.stream import SampleStream
 from agl_events.server.embedded import embedded_store_server
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.tracer import KafkaTracer
 from agl_events.types import EnqueueRolloutRequest
-from processors.background import samples_worker
 
 PROMPT_TOKENS = 200
 RESPONSE_TOKENS = 50

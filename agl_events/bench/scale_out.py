@@ -3,11 +3,11 @@
     python -m agl_events.bench.scale_out [--stores 1 2 3] [--rollouts 400] [--spans 10] [--runners 4]
                                          [--concurrency 8]
 
-Each size gets a fresh experiment: S `agl-events store` processes sharing it by partition, S `processors.views`
-workers, runner processes spread over the stores (runner i talks to store i % S), rollouts enqueued through
-every store in turn. Figures: rollouts/s and spans/s from the first enqueue to the last finish, and CPU seconds
-per rollout of the stores, processors, runners and broker. On one machine every process shares its cores, so
-more stores cannot add CPU; the figures say what a store group costs and where the time goes
+Each size gets a fresh experiment: S `agl-events store` processes sharing it by partition, S
+`agl_events.processors.views` workers, runner processes spread over the stores (runner i talks to store i % S),
+rollouts enqueued through every store in turn. Figures: rollouts/s and spans/s from the first enqueue to the last
+finish, and CPU seconds per rollout of the stores, processors, runners and broker. On one machine every process
+shares its cores, so more stores cannot add CPU; the figures say what a store group costs and where the time goes
 (docs/performance.md#scale-out).
 """
 
@@ -32,10 +32,10 @@ from agl_events.broker.local import LocalBroker
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
+from agl_events.processors.background import WorkerProcess
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
 from agl_events.server.process import StoreProcess
-from processors.background import WorkerProcess
 
 ENQUEUE_BATCH = 50
 
@@ -73,7 +73,7 @@ def measure(settings: Settings, n_stores: int, rollouts: int, spans: int, runner
             work: Path) -> dict[str, Any]:
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
     stores = [StoreProcess(settings, work / f"views-{i}", work / f"store-{i}.log") for i in range(n_stores)]
-    processors = [WorkerProcess(settings, "processors.views", ["--data-dir", str(work / f"processor-{i}"),
+    processors = [WorkerProcess(settings, "agl_events.processors.views", ["--data-dir", str(work / f"processor-{i}"),
                                                                "--loglevel", "warning"], work / f"processor-{i}.log")
                   for i in range(n_stores)]
     pools: list[RunnerPool] = []

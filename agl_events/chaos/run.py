@@ -2,7 +2,7 @@
 the way, then the checks (`chaos.checks`), a rebuild from the log and the processor's views compared with it.
 
 The deployment is what a user runs: `agl-events store` (a process, restarted on the same views folder after
-each kill, as a supervisor would), one `processors.views` worker (restarted on the same data folder), runner
+each kill, as a supervisor would), one `agl_events.processors.views` worker (restarted on the same data folder), runner
 processes (a killed one is replaced by a new one, as a scaled deployment would) and a single-node broker of
 the run's own (stopped cleanly and started again once: its ports and files are the run's, so the user's broker
 is never touched). Rollouts retry an attempt that went unresponsive (its runner was killed) or failed (its
@@ -37,6 +37,8 @@ from agl_events.chaos.checks import TERMINAL, Findings, check
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
+from agl_events.processors.background import WorkerProcess, free_port
+from agl_events.processors.partition_views import summed_counts
 from agl_events.reducers import keys
 from agl_events.replay.digest import digest
 from agl_events.replay.rebuild import rebuild
@@ -46,8 +48,6 @@ from agl_events.server.client import StoreClient
 from agl_events.server.process import StoreProcess
 from agl_events.store.readonly import ReadOnlyStore
 from agl_events.views.rocks import RocksKV
-from processors.background import WorkerProcess, free_port
-from processors.partition_views import summed_counts
 
 AGENT = "agl_events.chaos.agent:chaos_agent"
 #: Seconds without a heartbeat or span after which the store's watchdog declares an attempt unresponsive.
@@ -122,7 +122,7 @@ class Deployment:
             self._start_runner()
 
     def _start_processor(self) -> None:
-        self.processor = WorkerProcess(self.settings, "processors.views",
+        self.processor = WorkerProcess(self.settings, "agl_events.processors.views",
                                        ["--data-dir", str(self.config.home / "processor"), "--loglevel", "warning"],
                                        self.logs / "processor.log", web_port=self._processor_port)
 

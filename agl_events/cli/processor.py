@@ -30,7 +30,7 @@ def processor(
 
     Give each worker on one machine its own --data-dir and --web-port.
     """
-    from processors.views import default_data_dir, run_worker  # faust is heavy: import only to run
+    from agl_events.processors.views import default_data_dir, run_worker  # faust is heavy: import only to run
 
     cfg = settings(ctx)
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})

@@ -40,7 +40,7 @@ def samples(
         resolved = adapter_from_spec(adapter)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--adapter") from exc
-    from processors.samples import default_data_dir, run_worker  # faust is heavy: import only to run
+    from agl_events.processors.samples import default_data_dir, run_worker  # faust is heavy: import only to run
 
     cfg = settings(ctx)
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})

@@ -34,8 +34,8 @@ from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.kafka_config import aiokafka_security, connection_config
+from agl_events.processors.partition_views import PartitionStates, Position
 from agl_events.topics import LAYOUT
-from processors.partition_views import PartitionStates, Position
 
 log = logging.getLogger(__name__)
 

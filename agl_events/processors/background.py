@@ -1,7 +1,7 @@
 """A processor worker as a child process, for whoever needs one next to it: the Trainer, tests, scripts.
 
 A faust worker owns its event loop and signal handlers, so it runs in a process of its own: `python -m
-processors.<app>` (what `agl-events processor` / `agl-events samples` run, without the command line's
+agl_events.processors.<app>` (what `agl-events processor` / `agl-events samples` run, without the command line's
 imports), its output in a log file, its settings passed on. Stopping it with SIGTERM is a clean stop:
 its streams drain, its state is closed, it leaves the group. It inherits the caller's working directory,
 so an adapter module next to the caller's script is importable in the worker too.
@@ -24,8 +24,8 @@ from agl_events.supervise.child import ChildProcess
 
 
 class WorkerProcess(ChildProcess):
-    """One processor worker (`processors.views`, `processors.samples`) in a child process, own web port; started
-    at once."""
+    """One processor worker (`agl_events.processors.views`, `agl_events.processors.samples`) in a child process,
+    own web port; started at once."""
 
     def __init__(self, settings: Settings, module: str, args: Sequence[str], log_file: Path,
                  web_port: int | None = None) -> None:
@@ -54,7 +54,7 @@ def samples_worker(settings: Settings, data_dir: Path, log_file: Path, adapter: 
                    loglevel: str = "info", web_port: int | None = None) -> WorkerProcess:
     """Start a samples worker (as `agl-events samples` would); use it as a context manager to stop it on exit."""
     args = ["--adapter", adapter, "--data-dir", str(data_dir), "--loglevel", loglevel]
-    return WorkerProcess(settings, "processors.samples", args, log_file, web_port)
+    return WorkerProcess(settings, "agl_events.processors.samples", args, log_file, web_port)
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 
 Per worker (labels `experiment` and `app`: `views` for `agl-events processor`, `samples` for `agl-events samples`):
 events applied, records dead-lettered, consumer lag per assigned partition (faust's cached high watermark minus
-the partition state's own next offset, which is where the worker really is; see `processors.app`), the bytes
+the partition state's own next offset, which is where the worker really is; see `agl_events.processors.app`), the bytes
 its partition folders take on disk, and for the samples worker the samples it produced. All read at scrape
 time from counters the worker keeps anyway: nothing is added to the fold.
 """
@@ -19,8 +19,8 @@ from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Metric, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from agl_events.processors.partition_views import PartitionStates
 from agl_events.views.disk import folder_bytes
-from processors.partition_views import PartitionStates
 
 
 @dataclass

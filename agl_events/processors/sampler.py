@@ -28,15 +28,15 @@ from pathlib import Path
 
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import EncodedEvent, event
+from agl_events.log.records import EncodedEvent, RawRecord, event
 from agl_events.log.writer import EventWriter
+from agl_events.processors.context import DeadLetters, decode_batch
+from agl_events.processors.partition_views import PartitionStates
 from agl_events.samples.buffer import Build, Finished, Folded, SampleBuffer
 from agl_events.samples.build import Adapter, adapter_name, build_sample
 from agl_events.samples.model import sample_fields
 from agl_events.topics import Topic, topic_name
 from agl_events.views.rocks import RocksKV
-from processors.context import DeadLetters, RawRecord, decode_batch
-from processors.partition_views import PartitionStates
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ partition-local RocksDB, and when the rollout's `RolloutFinished` arrives (after
 same partition) folds the attempt's spans through the configured adapter into a `SampleAdded` on
 `agl.<experiment>.samples`, keyed by rollout id. A rollout the adapter cannot handle goes to the DLQ
 with the reason in headers, and the worker carries on. Why each sample is emitted effectively once:
-`processors.sampler`; where its partitions resume after a restart: `processors.app`.
+`agl_events.processors.sampler`; where its partitions resume after a restart: `agl_events.processors.app`.
 
-Run it with `agl-events samples --adapter SPEC`, or `python -m processors.samples --adapter SPEC`.
+Run it with `agl-events samples --adapter SPEC`, or `python -m agl_events.processors.samples --adapter SPEC`.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from faust.web import Request, Response, View
 
 from agl_events.adapter.build import DEFAULT_ADAPTER, adapter_from_spec
 from agl_events.config import Settings
+from agl_events.processors import app as worker_app
+from agl_events.processors.app import BATCH_MAX, BATCH_WITHIN, new_app
+from agl_events.processors.context import raw_records
+from agl_events.processors.metrics import WorkerFigures, add_metrics_page
+from agl_events.processors.sampler import SamplesContext, build_samples_context, sample_records
 from agl_events.samples.build import Adapter
-from processors import app as worker_app
-from processors.app import BATCH_MAX, BATCH_WITHIN, new_app
-from processors.context import raw_records
-from processors.metrics import WorkerFigures, add_metrics_page
-from processors.sampler import SamplesContext, build_samples_context, sample_records
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +99,13 @@ def stats_payload(ctx: SamplesContext) -> dict[str, Any]:
 
 def run_worker(settings: Settings, data_dir: Path, adapter: Adapter, web_port: int = WEB_PORT,
                loglevel: str = "warning") -> None:
-    """Run one worker in the foreground until SIGINT/SIGTERM (see `processors.app.run_worker`)."""
+    """Run one worker in the foreground until SIGINT/SIGTERM (see `agl_events.processors.app.run_worker`)."""
     worker_app.run_worker(settings, data_dir, lambda: create_app(settings, data_dir, adapter, web_port), loglevel)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m processors.samples`: one worker, configured by flags or `AGL_*` variables."""
-    parser = worker_app.worker_parser("python -m processors.samples", __doc__.splitlines()[0], WEB_PORT,
+    """`python -m agl_events.processors.samples`: one worker, configured by flags or `AGL_*` variables."""
+    parser = worker_app.worker_parser("python -m agl_events.processors.samples", __doc__.splitlines()[0], WEB_PORT,
                                        data_dir="<home>/samples/<experiment>")
     parser.add_argument("--adapter", default=DEFAULT_ADAPTER,
                         help="the adapter: a short name (TracerTraceToTriplet, LlmProxyTraceToTriplet, "

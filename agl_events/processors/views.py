@@ -6,11 +6,11 @@ attempts, spans, resources, workers) over them. Each worker folds the events of 
 the store's own reducers (`StoreView.apply_logged`) into one RocksDB view per (topic, partition).
 
 Positions: each view stores its next offset with its state, and the worker seeks there on every
-assignment, never to the group's committed offset (see `processors.app`): a worker that takes over a
+assignment, never to the group's committed offset (see `agl_events.processors.app`): a worker that takes over a
 partition it never held rebuilds it from the log, one restarted after `kill -9` resumes exactly after
 the last batch it wrote. Events delivered twice are skipped by `apply_logged`.
 
-Run it with `agl-events processor`, or `python -m processors.views --experiment X --data-dir D`.
+Run it with `agl-events processor`, or `python -m agl_events.processors.views --experiment X --data-dir D`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from faust.types import AppT, StreamT
 from faust.web import Request, Response, View
 
 from agl_events.config import Settings
+from agl_events.processors import app as worker_app
+from agl_events.processors.app import BATCH_MAX, BATCH_WITHIN, new_app
+from agl_events.processors.context import ProcessorContext, build_context, fold_records, raw_records
+from agl_events.processors.metrics import WorkerFigures, add_metrics_page
+from agl_events.processors.partition_views import summed_counts
 from agl_events.reducers import keys
 from agl_events.topics import Topic, partition_of, topic_name
-from processors import app as worker_app
-from processors.app import BATCH_MAX, BATCH_WITHIN, new_app
-from processors.context import ProcessorContext, build_context, fold_records, raw_records
-from processors.metrics import WorkerFigures, add_metrics_page
-from processors.partition_views import summed_counts
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +112,13 @@ def stats_payload(ctx: ProcessorContext) -> dict[str, Any]:
 
 
 def run_worker(settings: Settings, data_dir: Path, web_port: int = 6066, loglevel: str = "warning") -> None:
-    """Run one worker in the foreground until SIGINT/SIGTERM (see `processors.app.run_worker`)."""
+    """Run one worker in the foreground until SIGINT/SIGTERM (see `agl_events.processors.app.run_worker`)."""
     worker_app.run_worker(settings, data_dir, lambda: create_app(settings, data_dir, web_port), loglevel)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m processors.views`: one worker, configured by flags or `AGL_*` variables."""
-    parser = worker_app.worker_parser("python -m processors.views", __doc__.splitlines()[0], web_port=6066,
+    """`python -m agl_events.processors.views`: one worker, configured by flags or `AGL_*` variables."""
+    parser = worker_app.worker_parser("python -m agl_events.processors.views", __doc__.splitlines()[0], web_port=6066,
                                        data_dir="<home>/processor/<experiment>")
     args = parser.parse_args(argv)
     settings = worker_app.worker_settings(args)

@@ -33,10 +33,10 @@ from agl_events.broker.local import (
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
+from agl_events.processors.background import free_port
 from agl_events.server.process import store_ready
 from agl_events.supervise.paths import SUPERVISE_COMMAND, UpPaths
 from agl_events.supervise.plan import STOP_ORDER, Kind, Plan, UpOptions, build_plan
-from processors.background import free_port
 
 Say = Callable[[str], None]
 

@@ -21,7 +21,7 @@ from agl_events.log.kafka_config import (
     parse_config_file,
     redacted,
 )
-from processors.app import faust_credentials
+from agl_events.processors.app import faust_credentials
 
 PASSWORD = "s3cr3t-pa55"
 SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "agl",

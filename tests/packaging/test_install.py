@@ -47,8 +47,7 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {
         ".".join(module.parent.relative_to(REPO).parts)
-        for top in ("agl_events", "processors")
-        for module in (REPO / top).rglob("*.py")
+        for module in (REPO / "agl_events").rglob("*.py")
     }
     assert set(setuptools["packages"]) == folders | set(MAPPED)
     assert setuptools["package-dir"] == MAPPED
@@ -114,6 +113,10 @@ def test_the_wheel_carries_the_schemas_and_the_maven_project(installed: Path,
     assert _files(package / "_schemas") == _files(REPO / "schemas")
     kafka_project = {name for name in _files(REPO / "deploy" / "kafka") if not name.startswith("target/")}
     assert _files(package / "_kafka") == kafka_project
+    # The faust workers come inside agl_events; no top-level `processors` package lands in site-packages.
+    assert (package / "processors" / "views.py").is_file()
+    site = Path(_python(installed, cwd, env, "import sysconfig; print(sysconfig.get_path('purelib'))"))
+    assert not (site / "processors").exists()
     assert "reads all of its" in _cli(installed, cwd, env, "schemas", "check")
     # No repository, so no <repo>/.agl: without AGL_HOME the home is the user's.
     env_without_home = {**{k: v for k, v in env.items() if k != "AGL_HOME"}, "HOME": str(cwd)}

@@ -7,8 +7,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from processors.metrics import WorkerCollector, WorkerFigures
-from processors.partition_views import PartitionViews
+from agl_events.processors.metrics import WorkerCollector, WorkerFigures
+from agl_events.processors.partition_views import PartitionViews
 from tests.reducers.workload import random_run
 
 

@@ -25,9 +25,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from agl_events.config import Settings
+from agl_events.processors.background import WorkerProcess, stopped_on_exit
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import LAYOUT, VIEW_TOPICS, Topic, partition_of, topic_name
-from processors.background import WorkerProcess, stopped_on_exit
 from tests.store import llm, make_span
 
 pytestmark = pytest.mark.kafka
@@ -38,10 +38,11 @@ GARBAGE = b"\x00not an agl-events record"
 
 
 class Worker(WorkerProcess):
-    """One `python -m processors.views` worker with its own web port, data dir and log file."""
+    """One `python -m agl_events.processors.views` worker with its own web port, data dir and log file."""
 
     def __init__(self, settings: Settings, data_dir: Path, log_file: Path) -> None:
-        super().__init__(settings, "processors.views", ["--data-dir", str(data_dir), "--loglevel", "info"], log_file)
+        super().__init__(settings, "agl_events.processors.views",
+                         ["--data-dir", str(data_dir), "--loglevel", "info"], log_file)
 
     async def stats(self, client: httpx.AsyncClient) -> dict[str, Any] | None:
         """The worker's /views/stats, or None while it is not serving yet."""

@@ -32,12 +32,12 @@ from agl_events.config import Settings
 from agl_events.emitter import emit_reward
 from agl_events.events.codec import AvroCodec
 from agl_events.log.writer import EventWriter
+from agl_events.processors.background import WorkerProcess, samples_worker
 from agl_events.samples.model import Sample, group_id, sample_from_record
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import LAYOUT, Topic, topic_name
 from agl_events.tracer import KafkaTracer
 from agl_events.types import Claim, RolloutConfig
-from processors.background import WorkerProcess, samples_worker
 from tests.store import llm, make_span
 
 pytestmark = pytest.mark.kafka

@@ -20,10 +20,10 @@ from agl_events.config import Settings
 from agl_events.llm.app import create_proxy_app
 from agl_events.llm.model_list import ModelConfig
 from agl_events.llm.routing import ModelRouter
+from agl_events.processors.metrics import WorkerCollector, WorkerFigures
+from agl_events.processors.partition_views import PartitionViews
 from agl_events.server import create_app
 from agl_events.store.base import LightningStore
-from processors.metrics import WorkerCollector, WorkerFigures
-from processors.partition_views import PartitionViews
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "agl-events.json"
 #: The series names a family of each type exposes (what PromQL can name).

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agl_events", "processors")
+PACKAGES = ("agl_events",)
 #: Layers that must run without Kafka, HTTP or RocksDB (unit-testable on plain data).
 PURE = ("agl_events.reducers", "agl_events.store.commands", "agl_events.topics", "agl_events.events.kinds",
         "agl_events.adapter", "agl_events.samples.model", "agl_events.samples.build", "agl_events.samples.buffer",
@@ -97,6 +97,14 @@ def test_the_graph_is_read_from_the_source() -> None:
 
 def test_no_import_circles() -> None:
     assert _cycles(_graph()) == []
+
+
+def test_nothing_imports_a_top_level_processors_package() -> None:
+    """The faust workers live in `agl_events.processors`: a top-level `processors` package would be installed into
+    site-packages beside ours and could import `agl_events` back (the circle it once was)."""
+    offenders = {name: sorted(dep for dep in _imports(name) if dep.split(".")[0] == "processors") for name in MODULES}
+    assert {name: deps for name, deps in offenders.items() if deps} == {}
+    assert not list((ROOT / "processors").glob("**/*.py"))
 
 
 def test_cycle_finder_finds_a_circle() -> None:

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from agl_events.broker.local import port_free, process_alive
+from agl_events.processors.background import free_port
 from agl_events.server.process import store_ready
 from agl_events.supervise.paths import UpPaths
 from agl_events.supervise.state import UpState
-from processors.background import free_port
 
 pytestmark = pytest.mark.kafka
 AGENT = "agl_events.chaos.agent:chaos_agent"
