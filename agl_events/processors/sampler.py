@@ -28,9 +28,9 @@ from pathlib import Path
 
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import EncodedEvent, RawRecord, event
+from agl_events.log.records import EncodedEvent, event
 from agl_events.log.writer import EventWriter
-from agl_events.processors.context import DeadLetters, decode_batch
+from agl_events.processors.context import DeadLetters, RawRecord, decode_batch
 from agl_events.processors.partition_views import PartitionStates
 from agl_events.samples.buffer import Build, Finished, Folded, SampleBuffer
 from agl_events.samples.build import Adapter, adapter_name, build_sample
