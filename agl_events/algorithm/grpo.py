@@ -6,9 +6,16 @@ One step: enqueue `prompts_per_step` tasks x `group_size` rollouts under the lat
 of complete groups from the sample stream, normalise rewards within each group, take `epochs` PPO-clipped
 steps on the recorded token ids with the logprobs recorded at sampling time as the old policy, write the
 weights as the next version, load it into the server and publish it. A trainer started again on the
-same experiment and home resumes from the latest published version (`_resume`). The loop is synchronous
-(rollouts of one version only), so `max_staleness=0` loses nothing; a larger value lets a future pipelined
-loop run ahead.
+same experiment and home resumes from the latest published version (`_resume`).
+
+`max_staleness=0` is the synchronous loop: each step enqueues the groups it trains on and waits for them,
+so runners idle while the trainer trains. `max_staleness=k > 0` pipelines: the loop keeps `k + 1` steps'
+worth of groups in flight (`in_flight.InFlight`), so runners go on sampling under the newest weights the
+policy server holds while a step trains; a batch takes whole groups enqueued at most `k` versions before the
+weights the step starts from, older ones are skipped by the batcher and given up (counted) by the loop, which
+enqueues fresh ones instead. Such samples were drawn by older weights: the update is decoupled PPO
+(`grpo_math.decoupled_loss`), clipped around the step's starting weights and weighted by the truncated
+importance weight against the logprobs the proxy recorded when each token was sampled.
 
 Evaluation goes through the runners too (`ctx.run_split(val, "val")`): the agent decodes greedily for
 rollouts that are not training ones, and the split's mean reward is the held-out success (`history`).
@@ -34,7 +41,8 @@ from typing import Any
 import torch
 
 from agl_events.algorithm.base import AlgorithmContext, SplitResult
-from agl_events.algorithm.grpo_math import clipped_loss, group_advantages, mean_entropy
+from agl_events.algorithm.grpo_math import IS_CAP, clipped_loss, decoupled_loss, group_advantages, mean_entropy
+from agl_events.algorithm.in_flight import InFlight
 from agl_events.llm.proxy import LLMProxy
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
@@ -48,7 +56,7 @@ from agl_events.policy.weights import (
     weights_path,
 )
 from agl_events.samples.batching import BatchPolicy, SampleBatch
-from agl_events.samples.model import Sample
+from agl_events.samples.model import Sample, group_id
 from agl_events.types import ProxyLLM, ResourcesUpdate
 
 log = logging.getLogger(__name__)
@@ -62,6 +70,20 @@ class Evaluation:
     version: int
     mean_reward: float
     exact: float
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One training step: the version it started from, the groups it trained on and how many versions
+    behind that version each was enqueued (`lags`, 0 when synchronous; this trainer's groups only), the
+    groups given up as too stale once it published, and the samples the batcher has skipped as stale so far."""
+
+    step: int
+    version: int
+    groups: int
+    lags: tuple[int, ...]
+    dropped_groups: int
+    stale_samples: int
 
 
 @dataclass
@@ -79,12 +101,14 @@ class GRPO:
 
     def __init__(self, steps: int = 30, prompts_per_step: int = 8, group_size: int = 8, *, lr: float = 5e-3,
                  epochs: int = 2, clip: float = 0.2, grad_clip: float = 1.0, temperature: float = 1.0,
-                 entropy_coef: float = 0.0,
+                 entropy_coef: float = 0.0, is_cap: float = IS_CAP,
                  max_staleness: int = 0, eval_every: int = 10, policy: PolicyConfig | None = None,
                  model: str = "policy", batch_timeout: float = 300.0, seed: int = 0,
                  on_step: Callable[[int, float], None] | None = None,
                  on_eval: Callable[[Evaluation], None] | None = None) -> None:
-        """`entropy_coef` weighs an entropy bonus in the loss (0: plain GRPO). `seed` fixes the initial weights:
+        """`entropy_coef` weighs an entropy bonus in the loss (0: plain GRPO). `max_staleness` bounds how many
+        versions behind a trained group may be (0: synchronous, see the module's docstring), `is_cap` truncates
+        the importance weights that correct for it (`grpo_math.IS_CAP`). `seed` fixes the initial weights:
         it becomes the policy config's seed, under which `Policy` draws them (`torch.manual_seed` inside
         `fork_rng`, so the caller's random state is untouched); a `policy` config that sets another seed
         explicitly is refused rather than silently overridden. `on_step(steps_done, mean_train_reward)` runs
@@ -95,7 +119,7 @@ class GRPO:
         self.steps, self.prompts_per_step, self.group_size = steps, prompts_per_step, group_size
         self.lr, self.epochs, self.clip, self.grad_clip = lr, epochs, clip, grad_clip
         self.temperature, self.max_staleness, self.eval_every = temperature, max_staleness, eval_every
-        self.entropy_coef = entropy_coef
+        self.entropy_coef, self.is_cap = entropy_coef, is_cap
         self.tokenizer = make_tokenizer()
         self.policy_config = (policy or PolicyConfig(vocab_size=len(self.tokenizer))).model_copy(update={"seed": seed})
         self.model, self.batch_timeout = model, batch_timeout
@@ -103,13 +127,20 @@ class GRPO:
         self.history: list[Evaluation] = []
         #: Per step: the mean training reward of its batch.
         self.train_rewards: list[float] = []
+        #: Per step of the last `run`: what it trained on and what was given up as stale.
+        self.records: list[StepRecord] = []
+        #: The last `run`'s groups in flight: enqueued, trained, dropped, still pending at the end.
+        self.in_flight = InFlight(prompts_per_step, max_staleness)
 
     async def run(self, ctx: AlgorithmContext, train: Sequence[Any], val: Sequence[Any] | None
                   ) -> dict[str, SplitResult]:
         if ctx.store_url is None or ctx.settings is None:
             raise RuntimeError("GRPO needs the store URL and settings the Trainer gives its context")
         policy, optimizer, done = await self._resume(ctx)
-        tasks = islice(cycle(train), done * self.prompts_per_step, None)  # the tasks the next step would take
+        # the tasks the next step would take, numbered: a task's number is its group's data id
+        tasks = enumerate(islice(cycle(train), done * self.prompts_per_step, None), start=done * self.prompts_per_step)
+        flight = self.in_flight = InFlight(self.prompts_per_step, self.max_staleness)
+        self.records = []
         results: dict[str, SplitResult] = {}
         with PolicyServer(self.tokenizer, model=self.model) as server:
             models = [{"model_name": self.model,
@@ -124,19 +155,35 @@ class GRPO:
                             results["val"] = await self._evaluate(ctx, val, step, server.version or 0, published)
                         if step == self.steps:
                             break
-                        await ctx.enqueue_groups(list(islice(tasks, self.prompts_per_step)), self.group_size)
+                        await self._enqueue(ctx, flight, list(islice(tasks, flight.wanted(self.steps - step))),
+                                            version=step + 1)
                         batch = await stream.next_batch(timeout=self.batch_timeout)
                         if batch is None:
                             raise TimeoutError(f"no complete batch within {self.batch_timeout:.0f} s at step {step}")
+                        versions = flight.train({group[0].group_id for group in batch.groups})
                         tokens = self._tokens(batch.groups)
                         await asyncio.to_thread(self._update, policy, optimizer, tokens)
                         await stream.commit()
                         published = await self._publish(ctx, proxy, server, policy, optimizer, step + 2)
-                        log.info("step %d: mean reward %.3f, %d sequences", step, self.train_rewards[-1],
-                                 len(tokens.prompts))
+                        record = StepRecord(step, step + 1, len(batch.groups), tuple(sorted(step + 1 - v for v in versions)),
+                                            flight.publish(step + 2), stream.stats.skipped_stale)
+                        self.records.append(record)
+                        log.info("step %d: mean reward %.3f, %d sequences, lags %s, %d groups given up as stale "
+                                 "(%d samples skipped as stale so far)", step, self.train_rewards[-1],
+                                 len(tokens.prompts), record.lags, record.dropped_groups, record.stale_samples)
                         if self.on_step is not None:
                             self.on_step(step + 1, self.train_rewards[-1])
         return results
+
+    async def _enqueue(self, ctx: AlgorithmContext, flight: InFlight, tasks: list[tuple[int, Any]], version: int
+                       ) -> None:
+        """A group of `group_size` rollouts per numbered task, under the latest resources (weights `version`),
+        each task's number its data id: two groups of one task under one version stay two groups."""
+        if not tasks:
+            return
+        rollouts = await ctx.enqueue_groups([task for _, task in tasks], self.group_size,
+                                            data_ids=[str(number) for number, _ in tasks])
+        flight.add((group_id(r.input, r.metadata, r.resources_id) for r in rollouts), version)
 
     def retrain(self, batches: Iterable[SampleBatch], *, save_to: Path | None = None,
                 on_step: Callable[[int, float], None] | None = None) -> Policy:
@@ -246,11 +293,17 @@ class GRPO:
         width = max(map(len, tokens.responses))
         old = torch.tensor([row + [0.0] * (width - len(row)) for row in tokens.old_logprobs])
         advantages = torch.tensor(tokens.advantages)
+        proximal = None  # synchronous: the weights that sampled are the step's starting weights
+        if self.max_staleness:
+            with torch.no_grad():
+                proximal = policy.sequence_logprobs(tokens.prompts, tokens.responses,
+                                                    temperature=self.temperature).logprobs
         policy.train()
         for _ in range(self.epochs):
             new, mask, entropy = policy.sequence_logprobs(tokens.prompts, tokens.responses,
                                                           temperature=self.temperature)
-            loss = clipped_loss(new, old, advantages, mask, self.clip)
+            loss = (clipped_loss(new, old, advantages, mask, self.clip) if proximal is None
+                    else decoupled_loss(new, proximal, old, advantages, mask, self.clip, self.is_cap))
             if self.entropy_coef:
                 loss = loss - self.entropy_coef * mean_entropy(entropy, mask)
             optimizer.zero_grad()
