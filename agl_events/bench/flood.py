@@ -35,7 +35,7 @@ from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics, delete_topics
 from agl_events.log.clients import make_admin
-from agl_events.server.embedded import free_port
+from agl_events.proc.ports import free_port
 
 AGL = "/v1/agl"
 ENQUEUE_BATCH = 4

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics, delete_topics
 from agl_events.log.clients import make_admin, make_producer
 from agl_events.log.records import new_event_id
+from agl_events.proc.ports import free_port
 from agl_events.topics import Topic, topic_name
 
 
@@ -67,12 +67,6 @@ def produce_history(bootstrap: str, experiment: str, spans: int, per_rollout: in
         if producer.flush(120):
             raise RuntimeError("the broker did not take every span")
     return time.perf_counter() - started
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def memory_mb(pid: int, field: str = "VmHWM") -> float:
@@ -108,7 +102,7 @@ def _wait_until(done: Callable[[], bool], process: subprocess.Popen[bytes], time
 
 def rebuild_rss(settings: Settings, experiment: str, timeout: float = 3600) -> dict[str, float]:
     """Start a store server on `experiment` with an empty view; peak RSS once it has folded everything."""
-    port, views = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-"))
+    port, views = free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-"))
     env = {"AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers, "AGL_HOME": str(views)}
 
     def answered() -> bool:  # the first request opens the experiment: it answers once the view caught up
@@ -127,7 +121,7 @@ def rebuild_rss(settings: Settings, experiment: str, timeout: float = 3600) -> d
 def processor_rss(settings: Settings, experiment: str, spans: int, timeout: float = 3600) -> dict[str, float]:
     """Start a processor worker on `experiment` with an empty data folder; peak RSS once its span views
     hold all `spans` (their next offsets add up to it: the span topic holds nothing else)."""
-    port, data = _free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-processor-"))
+    port, data = free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-processor-"))
     env = {"AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers}
     spans_topic = topic_name(experiment, Topic.SPANS)
     with Progress(transient=True) as progress, \

@@ -37,7 +37,8 @@ from agl_events.chaos.checks import TERMINAL, Findings, check
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
-from agl_events.processors.background import WorkerProcess, free_port
+from agl_events.proc.ports import free_port
+from agl_events.processors.background import WorkerProcess
 from agl_events.processors.partition_views import summed_counts
 from agl_events.reducers import keys
 from agl_events.replay.digest import digest

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from agl_events.broker.local import tail_file
+from agl_events.proc.logs import tail_file
 
 
 class ChildProcess:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,7 +19,8 @@ from types import TracebackType
 
 from agl_events.adapter.build import DEFAULT_ADAPTER
 from agl_events.config import Settings
-from agl_events.supervise.child import ChildProcess
+from agl_events.proc.child import ChildProcess
+from agl_events.proc.ports import free_port
 
 
 class WorkerProcess(ChildProcess):
@@ -55,13 +55,6 @@ def samples_worker(settings: Settings, data_dir: Path, log_file: Path, adapter: 
     """Start a samples worker (as `agl-events samples` would); use it as a context manager to stop it on exit."""
     args = ["--adapter", adapter, "--data-dir", str(data_dir), "--loglevel", loglevel]
     return WorkerProcess(settings, "agl_events.processors.samples", args, log_file, web_port)
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (the worker binds it a moment later)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

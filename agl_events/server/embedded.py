@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TypeVar
 
 from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.config import Settings
+from agl_events.proc.ports import free_port
 from agl_events.server.app import create_app, server_for
 from agl_events.server.auth import AuthTokens
 from agl_events.server.client import experiment_url
@@ -23,12 +23,6 @@ from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.service import EventSourcedStore
 
 S = TypeVar("S", bound=EventSourcedStore)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 @asynccontextmanager

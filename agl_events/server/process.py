@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 
 from agl_events.config import Settings
-from agl_events.processors.background import free_port
-from agl_events.supervise.child import ChildProcess
+from agl_events.proc.child import ChildProcess
+from agl_events.proc.ports import free_port
 
 
 class StoreProcess(ChildProcess):

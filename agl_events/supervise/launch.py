@@ -20,20 +20,14 @@ import sys
 import time
 from collections.abc import Callable
 
-from agl_events.broker.local import (
-    LocalBroker,
-    command_line,
-    ensure_broker,
-    file_lock,
-    port_free,
-    process_alive,
-    tail_file,
-    wait_for_exit,
-)
+from agl_events.broker.local import LocalBroker, ensure_broker
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
-from agl_events.processors.background import free_port
+from agl_events.proc.locks import file_lock
+from agl_events.proc.logs import tail_file
+from agl_events.proc.pids import command_line, process_alive, wait_for_exit
+from agl_events.proc.ports import free_port, port_free
 from agl_events.server.process import store_ready
 from agl_events.supervise.paths import SUPERVISE_COMMAND, UpPaths
 from agl_events.supervise.plan import STOP_ORDER, Kind, Plan, UpOptions, build_plan

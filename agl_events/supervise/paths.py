@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agl_events.broker.local import command_line, process_alive
+from agl_events.proc.pids import command_line, process_alive
 from agl_events.supervise.state import UpState
 
 #: The word in the supervisor's command line that tells it from a process that reused its pid.

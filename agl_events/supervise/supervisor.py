@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from agl_events.broker.local import LocalBroker
 from agl_events.config import Settings
+from agl_events.proc.child import ChildProcess, rotate
 from agl_events.supervise.backoff import Backoff, BackoffPolicy
-from agl_events.supervise.child import ChildProcess, rotate
 from agl_events.supervise.paths import UpPaths, supervised_experiments
 from agl_events.supervise.plan import STOP_ORDER, Plan
 from agl_events.supervise.state import ProcessState, UpState, describe_exit

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from agl_events.broker.local import command_line
+from agl_events.proc.pids import command_line
 
 #: The lock file's name in the views root (RocksDB's own lock, `LOCK`, is in each experiment's folder).
 LOCK_NAME = "store.lock"

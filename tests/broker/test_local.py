@@ -21,26 +21,20 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from typer.testing import CliRunner
 
-from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, ensure_broker, local
+from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, ensure_broker, home
 from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.main import app
 from agl_events.config import Settings
+from agl_events.proc.ports import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="the local Kafka broker needs Java 17+")
-
-
-def _free_port() -> int:
-    """A port nobody listens on right now (the kernel's pick for port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _settings(home: Path, **overrides: object) -> Settings:
     values: dict[str, object] = {
         "home": home,
-        "local_port": _free_port(),
-        "local_controller_port": _free_port(),
+        "local_port": free_port(),
+        "local_controller_port": free_port(),
     }
     values.update(overrides)
     return Settings.model_validate(values)
@@ -219,7 +213,7 @@ def test_broker_dying_during_startup_reports_its_log(tmp_path: Path, monkeypatch
 
 def test_missing_maven_or_java_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     broker = LocalBroker(_settings(tmp_path))
-    monkeypatch.setattr(local, "LIBS_DIR", tmp_path / "no-libs")  # as if Kafka was never fetched
+    monkeypatch.setattr(home, "LIBS_DIR", tmp_path / "no-libs")  # as if Kafka was never fetched
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "mvn" else real_which(name))
     with pytest.raises(BrokerError, match=r"Maven.*Java 17"):

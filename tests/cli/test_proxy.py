@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from agl_events.cli.main import app
 from agl_events.config import Settings
 from agl_events.llm.fake_backend import FakeBackend
-from agl_events.server.embedded import free_port
+from agl_events.proc.ports import free_port
 from agl_events.server.process import StoreProcess
 
 pytestmark = pytest.mark.kafka

@@ -19,7 +19,8 @@ from agl_events.llm.fake_backend import FakeBackend
 from agl_events.llm.proxy import LLMProxy
 from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin
-from agl_events.server.embedded import embedded_store_server, free_port
+from agl_events.proc.ports import free_port
+from agl_events.server.embedded import embedded_store_server
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import AttemptedRollout, Span
 

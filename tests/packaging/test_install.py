@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agl_events.proc.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 #: The data packages pyproject.toml maps in from elsewhere in the repository, and their folders there.
 MAPPED = {"agl_events._schemas": "schemas", "agl_events._kafka": "deploy/kafka"}
@@ -30,12 +31,6 @@ NOT_SOURCE = (".git", ".venv", ".agl", "target", "build", "dist", "*.egg-info", 
 DEADLINE = 60.0
 
 Environment = dict[str, str]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _files(root: Path) -> set[str]:
@@ -83,8 +78,8 @@ def outside(tmp_path: Path, installed: Path) -> tuple[Path, Environment]:
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "AGL_KAFKA_BOOTSTRAP")}
     env.update({
         "AGL_HOME": str(tmp_path / "home"),
-        "AGL_KAFKA_PORT": str(_free_port()),
-        "AGL_KAFKA_CONTROLLER_PORT": str(_free_port()),
+        "AGL_KAFKA_PORT": str(free_port()),
+        "AGL_KAFKA_CONTROLLER_PORT": str(free_port()),
     })
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
@@ -134,7 +129,7 @@ def test_installed_cli_runs_broker_and_store_outside_the_repo(installed: Path,
     try:
         assert "Fetching Apache Kafka's jars with Maven" in _cli(installed, cwd, env, "kafka", "start")
         assert any(Path(env["AGL_HOME"], "kafka", "libs").glob("kafka_2.13-*.jar"))
-        port = _free_port()
+        port = free_port()
         with _running([str(installed / "agl-events"), "store", "--port", str(port)], cwd, env) as store, \
                 httpx.Client(base_url=f"http://127.0.0.1:{port}/v1/agl", timeout=10.0) as client:
             _wait_until(lambda: _answers(client, "/health"), store, "the store")

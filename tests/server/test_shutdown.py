@@ -19,9 +19,9 @@ from agentlightning.store.client_server import LightningStoreClient
 from agl_events.config import Settings
 from agl_events.events.kinds import Kind
 from agl_events.log.records import event
+from agl_events.proc.ports import free_port
 from agl_events.reducers import REDUCERS
 from agl_events.server.app import create_app, server_for
-from agl_events.server.embedded import free_port
 from agl_events.server.process import StoreProcess
 from agl_events.store.memory import InMemoryLightningStore
 

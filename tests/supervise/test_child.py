@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from agl_events.broker.local import process_alive
-from agl_events.supervise.child import ChildProcess, rotate
+from agl_events.proc.child import ChildProcess, rotate
+from agl_events.proc.pids import process_alive
 from agl_events.supervise.state import describe_exit
 
 #: Starts a grandchild that would outlive it, prints the grandchild's pid, then waits.

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agl_events.broker.local import port_free, process_alive
-from agl_events.processors.background import free_port
+from agl_events.proc.pids import process_alive
+from agl_events.proc.ports import free_port, port_free
 from agl_events.server.process import store_ready
 from agl_events.supervise.paths import UpPaths
 from agl_events.supervise.state import UpState

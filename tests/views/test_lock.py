@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agl_events.broker.local import command_line
+from agl_events.proc.pids import command_line
 from agl_events.views.lock import LOCK_NAME, ViewsInUseError, ViewsLock, holder_of
 from agl_events.views.rocks import RocksKV, ViewUnavailableError
 
