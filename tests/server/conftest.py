@@ -10,7 +10,6 @@ import asyncio
 import os
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from agl_events.config import Settings
 from agl_events.server import create_app
 from agl_events.server.auth import AuthTokens
 from agl_events.store.base import LightningStore
+from tests.eventually import eventually
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -77,11 +77,12 @@ class RunningServer:
 
     def start(self) -> None:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
+        eventually(self._started, "uvicorn started", within=10)
+
+    def _started(self) -> bool:
+        if not self.thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        return self.server.started
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -6,8 +6,6 @@ read-your-writes on the server written through.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from agl_events.config import Settings
 from agl_events.store.base import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
+from tests.eventually import eventually_async
 from tests.server.conftest import RunningServer, StoreFor
 from tests.server.test_rest_api import *  # noqa: F403  (the same tests, collected here against the group)
 
@@ -59,8 +58,6 @@ async def _settled(store: KafkaLightningStore, timeout: float = 60.0) -> None:
     """Until `store` owns some but not all partitions and knows an owner for each."""
     ownership = store.router.ownership
     assert ownership is not None
-    deadline = time.monotonic() + timeout
-    while not (ownership.owned and len(ownership.owned) < ownership.partitions
-               and len(ownership.owners) == ownership.partitions):
-        assert time.monotonic() < deadline, f"the store group did not settle: {ownership}"
-        await asyncio.sleep(0.05)
+    await eventually_async(lambda: ownership, "the store group settled", within=timeout,
+                           until=lambda it: bool(it.owned) and len(it.owned) < it.partitions
+                           and len(it.owners) == it.partitions)

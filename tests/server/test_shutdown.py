@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from agl_events.reducers import REDUCERS
 from agl_events.server.app import create_app, server_for
 from agl_events.server.process import StoreProcess
 from agl_events.store.memory import InMemoryLightningStore
+from tests.eventually import eventually, eventually_async
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -61,7 +61,8 @@ def test_idle_server_uses_no_cpu_and_sigterm_ends_it_with_waiters_open(settings:
             session.get(f"{server.base}/statistics").raise_for_status()
         upstream = LightningStoreClient(server.base.removesuffix("/v1/agl"))  # its aiohttp session stays open
         asyncio.run(upstream.query_rollouts())
-        _until(lambda: _in_progress(server.url) >= len(waiters), "the long polls waiting in the server")
+        eventually(lambda: _in_progress(server.url), "the long polls waiting in the server",
+                   until=lambda calls: calls >= len(waiters))
 
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -84,11 +85,6 @@ def _poison(store: InMemoryLightningStore, monkeypatch: pytest.MonkeyPatch) -> N
     store.log.append_now([event(Kind.WORKER_HEARTBEAT, "w1", time.time(), "runner-x", worker_id="w1")])
 
 
-async def _failed(store: InMemoryLightningStore) -> None:
-    while store.failure is None:
-        await asyncio.sleep(0.01)
-
-
 async def _opened(store: InMemoryLightningStore) -> InMemoryLightningStore:
     return store
 
@@ -102,7 +98,7 @@ async def test_a_store_that_stops_serving_reports_unhealthy(monkeypatch: pytest.
         assert (await client.get("/v1/agl/health")).json() == {"status": "ok"}
         assert 'agl_store_healthy{experiment="default"} 1.0' in (await client.get("/metrics")).text
         _poison(store, monkeypatch)
-        await asyncio.wait_for(_failed(store), 10)
+        await eventually_async(lambda: store.failure, "the store failed", within=10)
         health = await client.get("/v1/agl/health")
         assert health.status_code == 503 and "disk on fire" in health.json()["detail"]
         assert 'agl_store_healthy{experiment="default"} 0.0' in (await client.get("/metrics")).text
@@ -118,8 +114,7 @@ async def test_a_store_that_stops_serving_ends_the_server(monkeypatch: pytest.Mo
     server = server_for(create_app(lambda name: _opened(store)), "127.0.0.1", port, log_level="warning")
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     serving = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.02)
+    await eventually_async(lambda: server.started, "uvicorn started", within=10)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
         assert (await client.get("/v1/agl/rollouts")).status_code == 200
     _poison(store, monkeypatch)
@@ -151,13 +146,6 @@ def _in_progress(url: str) -> float:
         if line.startswith('agl_http_requests_in_progress{method="POST"}'):
             return float(line.split()[-1])
     return 0.0
-
-
-def _until(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, f"not within {within:.0f} s: {what}"
-        time.sleep(0.1)
 
 
 def _sigterm_ends(server: StoreProcess, *, all_closed: bool = True) -> None:
@@ -213,7 +201,8 @@ def test_sigterm_ends_a_server_with_calls_waiting_for_an_owner_that_does_not_ans
         callers = [threading.Thread(target=start_attempt, args=(rid,), daemon=True) for rid in ids]
         for caller in callers:
             caller.start()
-        _until(lambda: _in_progress(server.url) >= len(ids), "the calls waiting in the server")
+        eventually(lambda: _in_progress(server.url), "the calls waiting in the server",
+                   until=lambda calls: calls >= len(ids))
         _sigterm_ends(server, all_closed=False)  # the shared experiment's store may be left as a crash leaves it
         for caller in callers:
             caller.join(10)

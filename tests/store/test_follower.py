@@ -20,6 +20,7 @@ from agl_events.store import follower
 from agl_events.store.errors import StoreUnhealthyError
 from agl_events.store.memory import InMemoryLightningStore
 from agl_events.types import RolloutConfig
+from tests.eventually import eventually_async
 from tests.store import make_span
 
 AppendForeign = Callable[[Sequence[NewEvent]], None]
@@ -37,14 +38,6 @@ def append_foreign(store: Any, request: pytest.FixtureRequest) -> Iterator[Appen
     writer.close()
 
 
-async def _until(predicate: Callable[[], Any], timeout: float = 10.0) -> None:
-    """Wait (on the event loop, so the follower runs) until `predicate()` holds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
-
-
 async def test_a_foreign_span_revives_an_unresponsive_attempt(store, clock, append_foreign) -> None:
     ar = await store.start_rollout(input=1, config=RolloutConfig(unresponsive_seconds=5))
     clock.advance(6)
@@ -56,7 +49,7 @@ async def test_a_foreign_span_revives_an_unresponsive_attempt(store, clock, appe
         attempt = await store.get_latest_attempt(ar.rollout_id)
         return attempt.status == "running" and attempt.last_heartbeat_time == pytest.approx(clock(), abs=1e-3)
 
-    await _until(revived)
+    await eventually_async(revived, "the attempt revived by the foreign span", within=10)
     assert (await store.query_spans(ar.rollout_id)).total == 1
 
 

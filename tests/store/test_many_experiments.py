@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,19 +17,12 @@ from agl_events.log.clients import make_admin
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.membership import group_id
 from agl_events.topics import Topic, topic_name
+from tests.eventually import eventually_async
 
 pytestmark = pytest.mark.kafka
 
 #: The loop's shared executor in these tests: every one of its threads is then held by the test.
 SHARED_THREADS = 2
-
-
-async def _eventually(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within:.0f} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 def _produce_task(settings: Settings, key: str) -> None:
@@ -58,9 +49,8 @@ async def test_a_store_keeps_folding_and_ingesting_while_the_loops_shared_thread
         assert store.router.placement.owns(first.rollout_id)
         held += [loop.run_in_executor(None, release.wait) for _ in range(SHARED_THREADS)]
         _produce_task(settings, "k1")
-        await _eventually(lambda: store.task_rollout("k1") is not None, "the task request ingested")
-        rid = store.task_rollout("k1")
-        assert rid is not None and (await store.get_rollout_by_id(rid)) is not None
+        rid = await eventually_async(lambda: store.task_rollout("k1"), "the task request ingested")
+        assert (await store.get_rollout_by_id(rid)) is not None
     finally:
         release.set()
         await asyncio.gather(*held)

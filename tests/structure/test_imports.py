@@ -135,9 +135,9 @@ def test_pure_layers_import_no_kafka_http_or_rocksdb(layer: str) -> None:
 
 
 #: Who may import torch and verl (the `training` extra): the policy, GRPO, the verl modules (batch layout,
-#: rollouts, manager, trainer), the GRPO demo and its recipe bench, and nothing the core imports.
+#: rollouts, manager, trainer), the GRPO demo and its benches (recipe, async), and nothing the core imports.
 TORCH_USERS = ("agl_events.policy", "agl_events.algorithm.grpo", "agl_events.algorithm.verl",
-               "agl_events.demo.learn", "agl_events.bench.grpo_recipe")
+               "agl_events.demo.learn", "agl_events.bench.grpo_recipe", "agl_events.bench.async_grpo")
 TORCH_LIBRARIES = ("torch", "transformers", "tokenizers", "verl", "ray", "omegaconf", "hydra")
 
 
