@@ -165,8 +165,9 @@ class GRPO:
                         await asyncio.to_thread(self._update, policy, optimizer, tokens)
                         await stream.commit()
                         published = await self._publish(ctx, proxy, server, policy, optimizer, step + 2)
-                        record = StepRecord(step, step + 1, len(batch.groups), tuple(sorted(step + 1 - v for v in versions)),
-                                            flight.publish(step + 2), stream.stats.skipped_stale)
+                        lags = tuple(sorted(step + 1 - v for v in versions))
+                        record = StepRecord(step, step + 1, len(batch.groups), lags, flight.publish(step + 2),
+                                            stream.stats.skipped_stale)
                         self.records.append(record)
                         log.info("step %d: mean reward %.3f, %d sequences, lags %s, %d groups given up as stale "
                                  "(%d samples skipped as stale so far)", step, self.train_rewards[-1],
