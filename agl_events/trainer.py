@@ -31,7 +31,7 @@ from agl_events.algorithm import Algorithm, AlgorithmContext, Baseline, SplitRes
 from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
-from agl_events.events.codec import AvroCodec
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
 from agl_events.processors.background import WorkerProcess, samples_worker
 from agl_events.runner.control import stop_request
@@ -128,7 +128,7 @@ class Trainer:
     async def _shutdown(self, settings: Settings, pool: RunnerPool | None) -> None:
         """Stop runners cooperatively (a stop event, which reaches runners elsewhere too), then reap ours."""
         writer = EventWriter(settings.bootstrap_servers, settings.experiment,
-                             AvroCodec.from_url(settings.schema_registry_url), producer_id="trainer")
+                             codec_for(settings.schema_registry_url), producer_id="trainer")
         await asyncio.to_thread(writer.append_sync, [stop_request("trainer", time.time(), reason="trainer done")])
         await asyncio.to_thread(writer.close)
         if pool is not None:

@@ -19,7 +19,7 @@ from agl_events.adapter.base import TraceAdapter
 from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.config import Settings
 from agl_events.emitter.reward import find_final_reward
-from agl_events.events.codec import AvroCodec
+from agl_events.log.registry import codec_for
 from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.generations import generation_of
 from agl_events.samples.model import DATA_ID_KEY, GROUP_SIZE_KEY
@@ -105,7 +105,7 @@ class AlgorithmContext:
         if self.on_sample_stream is not None:
             self.on_sample_stream()
         return SampleStream(self.settings.bootstrap_servers, self.settings.experiment,
-                            AvroCodec.from_url(self.settings.schema_registry_url), policy, group=group,
+                            codec_for(self.settings.schema_registry_url), policy, group=group,
                             current_generation=self.current_generation,
                             on_batch=None if self.trainer_metrics is None else self.trainer_metrics.observe_batch)
 

@@ -43,7 +43,7 @@ from agl_events.topics import Topic, topic_name
 
 def produce_history(bootstrap: str, experiment: str, spans: int, per_rollout: int) -> float:
     """Produce `spans` SpanAdded events to the experiment's span topic; returns the seconds it took."""
-    codec = AvroCodec.from_url(None)
+    codec = AvroCodec()
     base = [e.record for e in span_events(record_otel_spans(PRESETS["medium"].tasks()))]
     producer = make_producer(bootstrap, "bench-history")
     topic = topic_name(experiment, Topic.SPANS)

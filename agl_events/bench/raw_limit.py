@@ -12,17 +12,15 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewTopic
-
 from agl_events.bench.stages import record_otel_spans, span_events
 from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topic
 from agl_events.log.clients import make_admin, make_producer
 
 
 def encode_span_payloads(tasks: list[dict[str, Any]], codec: AvroCodec | None = None) -> list[tuple[bytes, bytes]]:
     """(key, value) per span of `tasks`, encoded exactly as the tracer would put them on the spans topic."""
-    codec = codec or AvroCodec.from_url(None)
+    codec = codec or AvroCodec()
     return [(new.key.encode(), codec.encode(new.kind, new.record))
             for new in span_events(record_otel_spans(tasks), "bench-raw")]
 
@@ -33,8 +31,7 @@ def raw_produce_per_s(bootstrap: str, payloads: list[tuple[bytes, bytes]], messa
     `producer_overrides` change our producer settings (e.g. the local queue's bound, to compare)."""
     admin = make_admin(bootstrap)
     topic = f"agl-bench-raw-{uuid.uuid4().hex[:8]}"
-    for future in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
-        future.result()
+    create_topic(admin, topic, partitions)
     try:
         producer = make_producer(bootstrap, "bench-raw", **producer_overrides)
         errors: list[Any] = []
@@ -59,7 +56,7 @@ def raw_produce_per_s(bootstrap: str, payloads: list[tuple[bytes, bytes]], messa
         remaining = producer.flush(60)
         seconds = time.perf_counter() - started
         if remaining or errors:
-            raise KafkaException(f"raw producer lost {remaining} in flight, {len(errors)} errors: {errors[:1]}")
+            raise RuntimeError(f"raw producer lost {remaining} in flight, {len(errors)} errors: {errors[:1]}")
     finally:
         for future in admin.delete_topics([topic], operation_timeout=30).values():
             future.result()

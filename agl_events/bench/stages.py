@@ -75,7 +75,7 @@ def _fold_all(kv: KeyValue, logged: list[LoggedEvent], batch: int = 500) -> None
 
 def stage_costs(tasks: list[dict[str, Any]]) -> dict[str, float]:
     """Microseconds per span for each stage, and the resulting spans/s of one core doing all of them."""
-    codec = AvroCodec.from_url(None)
+    codec = AvroCodec()
     rollouts = record_otel_spans(tasks)
     count = sum(len(spans) for spans in rollouts)
     events: list[NewEvent] = []

@@ -11,39 +11,75 @@ takes the next task.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
 import threading
 import time
 import uuid
-
-from confluent_kafka import Consumer, Producer, ShareConsumer
-from confluent_kafka.admin import NewTopic
+from collections.abc import Callable
 
 from agl_events.bench.store_latency import percentile
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
-from agl_events.log.admin import wait_for_leaders
-from agl_events.log.clients import make_admin
-from agl_events.runner.tasks import configure_share_group
+from agl_events.log.admin import create_topic
+from agl_events.log.clients import make_admin, make_producer
+from agl_events.log.consumer import GroupConsumer
+from agl_events.log.records import RawRecord
+from agl_events.log.share import Acquired, Outcome, ShareMember, configure_share_group
+from agl_events.runner.tasks import TASK_LOCK_MS
 
 
 def _topic_with_tasks(bootstrap: str, tasks: int, partitions: int) -> tuple[str, dict[int, float]]:
-    admin = make_admin(bootstrap)
     topic = f"bench-queue-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
-    wait_for_leaders(admin, [topic], 30)
+    create_topic(make_admin(bootstrap), topic, partitions)
     rng = random.Random(1)
     work = {i: (1.0 if rng.random() < 0.1 else 0.02) for i in range(tasks)}
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    producer = make_producer(bootstrap, "bench-queue", **{"batch.num.messages": 1, "linger.ms": 0})
     for i in range(tasks):
         producer.produce(topic, key=str(i).encode(), value=json.dumps({"i": i, "t": time.time()}).encode())
     producer.flush(30)
     return topic, work
 
 
-def _consume(make: object, topic: str, work: dict[int, float], total: int, share: bool, consumers: int
+#: A task taken from the queue, and what marks it done.
+Taken = list[tuple[RawRecord, Callable[[], None]]]
+
+
+class _Shared:
+    """A share-group member taking one task at a time (as a runner with one slot)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self._member = ShareMember(bootstrap, group)
+        self._member.subscribe(topic)
+
+    def take(self) -> Taken:
+        return [(acquired.record, functools.partial(self._settle, acquired)) for acquired in self._member.poll(0.1)]
+
+    def _settle(self, acquired: Acquired) -> None:
+        self._member.settle(acquired, Outcome.ACCEPT)
+
+    def close(self) -> None:
+        self._member.close()
+
+
+class _Classic:
+    """A classic consumer-group member: a partition's tasks in order, its progress committed per task."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self._consumer = GroupConsumer(bootstrap, group, "bench", **{"enable.partition.eof": False})
+        self._consumer.subscribe(topic)
+
+    def take(self) -> Taken:
+        return [(record, functools.partial(self._consumer.commit, {record.position: record.offset + 1}, False))
+                for record in self._consumer.consume(1, 0.1)]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _consume(make: Callable[[], _Shared | _Classic], work: dict[int, float], total: int, consumers: int
              ) -> dict[str, float]:
     waits: list[float] = []
     done = threading.Event()
@@ -51,22 +87,14 @@ def _consume(make: object, topic: str, work: dict[int, float], total: int, share
     finished = [0]
 
     def consumer_loop() -> None:
-        consumer = make()  # type: ignore[operator]
-        consumer.subscribe([topic])
+        consumer = make()
         while not done.is_set():
-            polled = consumer.poll(0.1)
-            messages = list(polled) if share else ([polled] if polled is not None else [])
-            for message in messages:
-                if message.error() is not None:
-                    continue
-                task = json.loads(message.value())
+            for record, mark_done in consumer.take():
+                task = json.loads(record.value or b"{}")
                 with lock:
                     waits.append((time.time() - task["t"]) * 1000)
                 time.sleep(work[task["i"]])
-                if share:
-                    consumer.acknowledge(message)
-                else:
-                    consumer.commit(message=message, asynchronous=True)
+                mark_done()
                 with lock:
                     finished[0] += 1
                     if finished[0] >= total:
@@ -95,16 +123,9 @@ def main() -> None:
         topic, work = _topic_with_tasks(bootstrap, args.tasks, args.partitions)
         group = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
         if kind == "share":
-            configure_share_group(make_admin(bootstrap), group)
-
-            def make(group: str = group) -> ShareConsumer:
-                return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
-                                      "share.acknowledgement.mode": "explicit", "max.poll.records": 1})
-        else:
-            def make(group: str = group) -> Consumer:  # type: ignore[misc]
-                return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                 "auto.offset.reset": "earliest"})
-        results[kind] = _consume(make, topic, work, args.tasks, kind == "share", args.consumers)
+            configure_share_group(bootstrap, group, TASK_LOCK_MS)
+        queue = _Shared if kind == "share" else _Classic
+        results[kind] = _consume(functools.partial(queue, bootstrap, group, topic), work, args.tasks, args.consumers)
         make_admin(bootstrap).delete_topics([topic])
     for kind, figures in results.items():
         print(kind, {k: round(v, 1) for k, v in figures.items()})

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import socket
 
-from confluent_kafka import KafkaException
-
-from agl_events.log.clients import make_admin
+from agl_events.log.admin import cluster_answers
+from agl_events.log.clients import LogError, error_text
 
 
 class KafkaUnreachableError(RuntimeError):
@@ -22,12 +21,11 @@ class KafkaUnreachableError(RuntimeError):
 def require_reachable(bootstrap: str, timeout: float) -> None:
     """Return once a broker at `bootstrap` answers a metadata request; raise KafkaUnreachableError after `timeout` s."""
     try:
-        admin = make_admin(bootstrap, log_level=0)
-        if admin.list_topics(timeout=timeout).brokers:
+        if cluster_answers(bootstrap, timeout):
             return
         why = "the cluster answered without brokers"
-    except KafkaException as exc:
-        why = f"{exc.args[0].str() if exc.args else exc}; {diagnose(bootstrap, timeout)}"
+    except LogError as exc:
+        why = f"{error_text(exc)}; {diagnose(bootstrap, timeout)}"
     except ValueError as exc:  # librdkafka refuses the configuration itself (a malformed server list)
         why = str(exc)
     raise KafkaUnreachableError(

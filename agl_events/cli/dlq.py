@@ -12,8 +12,9 @@ from rich.table import Column, Table
 
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
-from agl_events.events.codec import AvroCodec, CodecError
+from agl_events.events.codec import CodecError
 from agl_events.log.dlq import DeadLetter, dead_letters, replay, unreplayable
+from agl_events.log.registry import codec_for
 
 dlq_app = typer.Typer(help="The experiment's dead letters: list, show, replay once fixed.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -75,7 +76,7 @@ def show(ctx: typer.Context, which: Which, as_json: AsJson = False) -> None:
     otherwise the first bytes in hex)."""
     cfg = settings(ctx)
     letter = _find(_letters(ensure_broker(cfg), cfg.experiment), which)
-    codec = AvroCodec.from_url(cfg.schema_registry_url)
+    codec = codec_for(cfg.schema_registry_url)
     try:
         decoded = codec.decode(letter.value)
         content: Any = {"kind": decoded.name, "record": decoded.record}
@@ -106,7 +107,7 @@ def replay_command(
     bootstrap = ensure_broker(cfg)
     letters = _letters(bootstrap, cfg.experiment)
     chosen = letters if all_ else [_find(letters, w) for w in which or []]
-    codec = AvroCodec.from_url(cfg.schema_registry_url)
+    codec = codec_for(cfg.schema_registry_url)
     ready, refused = [], 0
     for letter in chosen:
         why = unreplayable(letter, codec, cfg.experiment)

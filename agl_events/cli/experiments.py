@@ -17,7 +17,6 @@ from rich.table import Column, Table
 
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
-from agl_events.events.codec import AvroCodec
 from agl_events.log.experiments import (
     ExperimentSummary,
     UnknownExperimentError,
@@ -25,6 +24,7 @@ from agl_events.log.experiments import (
     describe_experiment,
     list_experiments,
 )
+from agl_events.log.registry import codec_for
 
 experiments_app = typer.Typer(help="The experiments on the cluster: list, describe, delete.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -38,7 +38,7 @@ def list_(ctx: typer.Context, as_json: AsJson = False) -> None:
     """One row per experiment: topics, partitions, events, size on the brokers, first and last event, model
     versions (resources ids) and the latest one."""
     cfg = settings(ctx)
-    found = list_experiments(ensure_broker(cfg), AvroCodec.from_url(cfg.schema_registry_url))
+    found = list_experiments(ensure_broker(cfg), codec_for(cfg.schema_registry_url))
     if as_json:
         typer.echo(json.dumps({"experiments": [s.model_dump(mode="json", exclude={"topics"}) for s in found]}))
         return
@@ -105,7 +105,7 @@ def delete(
 def _described(bootstrap: str, registry_url: str | None, experiment: str) -> ExperimentSummary:
     """The experiment's summary; an unknown one is one line and exit 1."""
     try:
-        return describe_experiment(bootstrap, AvroCodec.from_url(registry_url), experiment)
+        return describe_experiment(bootstrap, codec_for(registry_url), experiment)
     except UnknownExperimentError:
         console.print(f"[red]no experiment {experiment} on {bootstrap}[/] (no topic agl.{experiment}.*)")
         raise typer.Exit(1) from None

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import DEFAULT_STORE_URL, AuthToken, StoreUrl, settings
-from agl_events.events.codec import AvroCodec
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import stop_request
@@ -72,7 +72,7 @@ def stop(ctx: typer.Context,
          reason: Annotated[str, typer.Option(help="Recorded in the stop event.")] = "agl-events runner stop") -> None:
     """Ask every runner of the experiment (wherever it runs) to stop after its current rollout."""
     cfg = settings(ctx)
-    writer = EventWriter(ensure_broker(cfg), cfg.experiment, AvroCodec.from_url(cfg.schema_registry_url),
+    writer = EventWriter(ensure_broker(cfg), cfg.experiment, codec_for(cfg.schema_registry_url),
                          producer_id="agl-events-cli")
     writer.append_sync([stop_request("agl-events-cli", time.time(), runner_id, reason)])
     writer.close()

@@ -44,11 +44,15 @@ class Decoded:
 
 
 class SchemaRegistry(Protocol):
-    """What the codec needs of confluent_kafka.schema_registry.SchemaRegistryClient."""
+    """Where schemas get ids: Confluent Schema Registry (`log.registry`) or a stand-in. Schemas are Avro JSON."""
 
-    def register_schema(self, subject_name: str, schema: Any) -> int: ...
+    def register_schema(self, subject_name: str, schema: str) -> int:
+        """The id of `schema` under `subject_name`, registered now if it is new (the same id for the same schema)."""
+        ...
 
-    def get_schema(self, schema_id: int) -> Any: ...
+    def get_schema(self, schema_id: int) -> str:
+        """The schema registered as `schema_id`; raises when there is none."""
+        ...
 
 
 class AvroCodec:
@@ -59,15 +63,6 @@ class AvroCodec:
         self._registry = registry
         self._ids: dict[str, int] = {}
         self._by_id: dict[int, EventSchema] = {}
-
-    @classmethod
-    def from_url(cls, registry_url: str | None) -> AvroCodec:
-        """The codec for a deployment: single-object encoding, or the registry at `registry_url`."""
-        if not registry_url:
-            return cls()
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-
-        return cls(registry=SchemaRegistryClient({"url": registry_url}))
 
     def _schema(self, name: str) -> EventSchema:
         try:
@@ -115,11 +110,7 @@ class AvroCodec:
             return SINGLE_OBJECT_MARKER + schema.fingerprint
         schema_id = self._ids.get(schema.name)
         if schema_id is None:
-            from confluent_kafka.schema_registry import Schema
-
-            schema_id = self._registry.register_schema(
-                schema.full_name, Schema(json.dumps(schema.schema), "AVRO")
-            )
+            schema_id = self._registry.register_schema(schema.full_name, json.dumps(schema.schema))
             self._ids[schema.name] = schema_id
             self._by_id[schema_id] = schema
         return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
@@ -147,7 +138,7 @@ class AvroCodec:
             registered = self._registry.get_schema(schema_id)
         except Exception as exc:
             raise UnknownSchemaError(f"schema id {schema_id} not found in the registry: {exc}") from exc
-        schema_json = json.loads(registered.schema_str)
+        schema_json = json.loads(registered)
         from agl_events.events.schemas import build_event_schema
 
         writer = build_event_schema(schema_json)

@@ -23,12 +23,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from agl_events.config import Settings
-from agl_events.events.codec import AvroCodec
 from agl_events.llm.forward import Forwarder, error_response
 from agl_events.llm.metrics import ProxyMetrics
 from agl_events.llm.recorder import SpanRecorder, UnknownAttemptError
 from agl_events.llm.routing import ModelRouter, UnknownModelError
 from agl_events.llm.spans import CallKind, parse_traceparent
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
 from agl_events.server.client import StoreClient, StoreUnavailableError
 from agl_events.server.metrics import HttpMetrics, MetricsMiddleware, create_metrics_router
@@ -57,7 +57,7 @@ def create_proxy_app(router: ModelRouter, store_url: str, settings: Settings, *,
         # No linger: each call waits for its own spans' acknowledgement, so lingering would only delay the
         # answer; calls that overlap still share a produce request while one is in flight.
         writer = EventWriter(settings.bootstrap_servers, settings.experiment,
-                             AvroCodec.from_url(settings.schema_registry_url), producer_id=proxy_producer_id(),
+                             codec_for(settings.schema_registry_url), producer_id=proxy_producer_id(),
                              **{"linger.ms": 0})
         store = StoreClient(store_url, auth_token=settings.store_token)
         http = httpx.AsyncClient(timeout=request_timeout, limits=httpx.Limits(max_connections=None,

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import Any
 
 from agl_events.log.records import EncodedEvent, LoggedEvent
-from agl_events.log.writer import EventWriter
+from agl_events.log.sink import EventSink
 from agl_events.server.client import StoreClient
 from agl_events.tracer.kafka import span_event, with_route
 
@@ -24,7 +24,7 @@ class UnknownAttemptError(LookupError):
 
 
 class SpanRecorder:
-    def __init__(self, store: StoreClient, writer: EventWriter, *, remembered_attempts: int = 10_000) -> None:
+    def __init__(self, store: StoreClient, writer: EventSink, *, remembered_attempts: int = 10_000) -> None:
         self.store = store
         self.writer = writer
         self._known: OrderedDict[tuple[str, str], None] = OrderedDict()

@@ -6,10 +6,13 @@ The layout itself (names, partitions, configs and why) is pure data in `agl_even
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from agl_events.log.clients import make_admin
+from agl_events.log.records import Position
 from agl_events.topics import LAYOUT
 
 
@@ -64,3 +67,26 @@ def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> lis
         for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
             future.result()
     return names
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create one topic outside any experiment's layout (benchmarks' throwaway topics), and wait for its leaders."""
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1)])[name].result(timeout)
+    wait_for_leaders(admin, [name], timeout)
+
+
+def delete_records(admin: AdminClient, before: Mapping[Position, int], timeout: float = 30.0) -> dict[Position, int]:
+    """Delete each partition's records before the given offset (Kafka's DeleteRecords); returns where each
+    partition's log now starts. Partitions given offset 0 are left alone."""
+    wanted = [TopicPartition(t, p, end) for (t, p), end in before.items() if end > 0]
+    if not wanted:
+        return {}
+    futures = admin.delete_records(wanted, request_timeout=timeout, operation_timeout=timeout)
+    return {(tp.topic, tp.partition): future.result().low_watermark for tp, future in futures.items()}
+
+
+def cluster_answers(bootstrap: str, timeout: float) -> bool:
+    """Whether a broker at `bootstrap` answers a metadata request within `timeout` with brokers in it, asked once
+    and quietly (librdkafka's connection errors are not logged). Raises LogError when none answers, ValueError
+    when librdkafka refuses the server list itself."""
+    return bool(make_admin(bootstrap, log_level=0).list_topics(timeout=timeout).brokers)

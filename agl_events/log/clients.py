@@ -7,13 +7,28 @@ whatever the file says, and a call site's overrides win over both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, ShareConsumer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient
 
 from agl_events.log.kafka_config import connection_config
 from agl_events.topics import MESSAGE_MAX_BYTES
+
+#: What the clients raise when the cluster refuses a request or does not answer in time: callers outside this
+#: package catch it by this name.
+LogError = KafkaException
+
+
+#: A producer's delivery callback: (None, the record as logged) once acknowledged, (the error, ...) once given up.
+DeliveryReport = Callable[[KafkaError | None, Message | None], None]
+
+
+def error_text(error: LogError) -> str:
+    """librdkafka's own words for `error` (its str() is a repr of the error object)."""
+    return error.args[0].str() if error.args else str(error)
+
 
 #: The producer's local queue, in KB (librdkafka's default is 1 GB). Unacknowledged records wait here; a
 #: full queue makes `produce` raise BufferError and our writer's caller wait for room (`log.writer`), so a

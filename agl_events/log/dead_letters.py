@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from confluent_kafka import Message
-
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import LoggedEvent
+from agl_events.log.records import LoggedEvent, RawRecord
 from agl_events.log.writer import EventWriter
 from agl_events.topics import Topic, topic_name
 
@@ -26,13 +24,18 @@ def _headers(topic: str, partition: int, offset: int, error_type: str, message: 
             "agl.error.message": message.encode()}
 
 
-def dead_letter_to(writer: EventWriter) -> Callable[[Message, Exception], None]:
-    """A handler (EventReader's `DeadLetter`) that keeps the bad record and says where it came from and why."""
+#: What a reader calls with a record it cannot use and why: the record is copied to the DLQ.
+DeadLetter = Callable[[RawRecord, Exception], None]
+
+
+def dead_letter_to(writer: EventWriter) -> DeadLetter:
+    """A handler (the store's reader and ingester, the processors) that keeps the bad record, byte for byte,
+    and says where it came from and why. Fire-and-forget: flush `writer` before reading past the record."""
     dlq = topic_name(writer.experiment, Topic.DLQ)
 
-    def handle(msg: Message, error: Exception) -> None:
-        writer.produce_raw(dlq, msg.value(), msg.key(), _headers(msg.topic() or "", msg.partition() or 0,
-                                                                 msg.offset() or 0, type(error).__name__, str(error)))
+    def handle(record: RawRecord, error: Exception) -> None:
+        writer.produce_raw(dlq, record.value, record.key, _headers(record.topic, record.partition, record.offset,
+                                                                   type(error).__name__, str(error)))
 
     return handle
 

@@ -27,14 +27,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import Message
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.task_record import decode_task_request
 from agl_events.events.task_request import InvalidTaskRequest
 from agl_events.log.clients import make_consumer, make_producer
 from agl_events.log.dead_letters import IGNORED_EVENT
-from agl_events.log.offsets import partitions_of, watermarks
+from agl_events.log.offsets import read_to_end
+from agl_events.log.records import RawRecord
 from agl_events.topics import Topic, topic_name
 
 SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = "agl.source.topic", "agl.source.partition", "agl.source.offset"
@@ -75,12 +76,12 @@ def _text(headers: dict[str, bytes], name: str) -> str:
     return headers.get(name, b"").decode(errors="replace")
 
 
-def fold(messages: Iterable[Message]) -> list[DeadLetter]:
+def fold(messages: Iterable[RawRecord]) -> list[DeadLetter]:
     """The dead letters in DLQ records (oldest first), copies merged by origin and replay markers applied."""
     found: dict[str, DeadLetter] = {}
     replays: dict[str, str] = {}
     for msg in messages:
-        headers = dict(msg.headers() or [])
+        headers = msg.headers
         if REPLAY_OF in headers:
             replays[_text(headers, REPLAY_OF)] = _text(headers, REPLAYED_TO)
             continue
@@ -91,32 +92,19 @@ def fold(messages: Iterable[Message]) -> list[DeadLetter]:
             found[origin].copies += 1
             continue
         found[origin] = DeadLetter(origin, topic, partition, offset, _text(headers, ERROR_TYPE),
-                                   _text(headers, ERROR_MESSAGE), msg.key(), msg.value() or b"", msg.offset() or 0,
-                                   msg.timestamp()[1] / 1000, headers)
+                                   _text(headers, ERROR_MESSAGE), msg.key, msg.value or b"", msg.offset,
+                                   msg.timestamp_ms / 1000, headers)
     for origin, target in replays.items():
         if origin in found:
             found[origin].replayed_to = target
     return sorted(found.values(), key=lambda d: d.dlq_offset)
 
 
-def _dlq_messages(bootstrap: str, experiment: str, timeout: float = 30.0) -> Iterator[Message]:
+def _dlq_messages(bootstrap: str, experiment: str) -> Iterator[RawRecord]:
     """Every record of the experiment's DLQ from its start to its end now."""
     consumer = make_consumer(bootstrap)
     try:
-        partitions = partitions_of(consumer, [topic_name(experiment, Topic.DLQ)])
-        ends = {pos: high for pos, (_, high) in watermarks(consumer, partitions, timeout).items()}
-        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
-        read = {pos: 0 for pos in partitions}
-        while any(read[pos] < ends[pos] for pos in partitions):
-            for msg in consumer.consume(500, 1.0):
-                pos = (msg.topic() or "", msg.partition() or 0)
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        read[pos] = max(read[pos], msg.offset() or 0)
-                    continue
-                read[pos] = (msg.offset() or 0) + 1
-                if read[pos] <= ends[pos]:
-                    yield msg
+        yield from read_to_end(consumer, [topic_name(experiment, Topic.DLQ)])
     finally:
         consumer.close()
 

@@ -31,9 +31,9 @@ from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.kinds import Kind
 from agl_events.log.admin import delete_topics
 from agl_events.log.clients import make_admin, make_consumer
+from agl_events.log.consumer import raw_of
 from agl_events.log.log_dirs import partition_sizes
-from agl_events.log.reader import decode_message
-from agl_events.log.records import Position
+from agl_events.log.records import Position, decode_record
 from agl_events.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class _EdgeScan:
 
     def _resources(self, topic: str, msg: Message) -> None:
         try:
-            event = decode_message(self.codec, msg)
+            event = decode_record(self.codec, raw_of(msg))
         except CodecError as exc:
             log.warning("undecodable record at %s[%d]@%d: %s", topic, msg.partition(), msg.offset(), exc)
             return

@@ -4,12 +4,14 @@ needs to decide how far to read. Retries the transient errors a just-created top
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
-from agl_events.log.records import Position
+from agl_events.log.clients import AdminClient
+from agl_events.log.consumer import is_end, raw_of
+from agl_events.log.records import Position, RawRecord
 
 T = TypeVar("T")
 _TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
@@ -57,3 +59,42 @@ def offsets_at(consumer: Consumer, positions: Iterable[Position], epoch_ms: int,
     ends = watermarks(consumer, wanted, timeout)
     return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)][1]
             for tp in found}
+
+
+def committed(consumer: Consumer, positions: Iterable[Position], timeout: float = 30.0) -> dict[Position, int | None]:
+    """The committed offset (next to read) of `consumer`'s group per partition; None where nothing is committed.
+    Reads the group's offsets without joining it."""
+    asked = consumer.committed([TopicPartition(*pos) for pos in positions], timeout=timeout)
+    return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in asked}
+
+
+def groups_committed(admin: AdminClient, groups: Iterable[str], timeout: float = 30.0
+                     ) -> dict[tuple[str, str, int], int]:
+    """(group, topic, partition) -> committed offset, for every partition each of `groups` committed."""
+    asked = [admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+             for group in groups]  # one group per request: the client takes no more
+    return {(group, tp.topic, tp.partition): tp.offset
+            for futures in asked for group, future in futures.items()
+            for tp in future.result().topic_partitions or [] if tp.offset >= 0}
+
+
+def read_to_end(consumer: Consumer, topics: Iterable[str], timeout: float = 30.0) -> Iterator[RawRecord]:
+    """Every record of `topics`, from each partition's start to its end as of this call, by manual assignment
+    (no group). A partition is done at its end even where compaction left offsets without records."""
+    partitions = partitions_of(consumer, topics)
+    ends = {pos: high for pos, (_, high) in watermarks(consumer, partitions, timeout).items()}
+    consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+    read = {pos: 0 for pos in partitions}
+    try:
+        while any(read[pos] < ends[pos] for pos in partitions):
+            for msg in consumer.consume(500, 1.0):
+                pos = (msg.topic() or "", msg.partition() or 0)
+                if msg.error() is not None:
+                    if is_end(msg):
+                        read[pos] = max(read[pos], msg.offset() or 0)
+                    continue
+                read[pos] = (msg.offset() or 0) + 1
+                if read[pos] <= ends[pos]:
+                    yield raw_of(msg)
+    finally:
+        consumer.unassign()

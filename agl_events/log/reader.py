@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.log.clients import make_consumer
-from agl_events.log.records import LoggedEvent, Position, reached
+from agl_events.log.consumer import raw_of
+from agl_events.log.dead_letters import DeadLetter
+from agl_events.log.records import LoggedEvent, Position, decode_record, reached
 from agl_events.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
 
 _TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
               KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT}
-DeadLetter = Callable[[Message, CodecError], None]
 #: How long librdkafka waits to fetch again once its prefetch queue is full (`queued.max.messages.kbytes`). Its
 #: default, 1 s, starved a catch-up: the view folds a full 8 MB queue in about half a second, then sat idle until
 #: the next fetch (a rebuild of 100k spans: 7,350 spans/s with it, see docs/performance.md). The queue stays as
@@ -117,25 +118,18 @@ class EventReader:
                 else:
                     log.warning("consumer error: %s", error)
                 continue
-            topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
-            self._positions[(topic, partition)] = offset + 1
+            raw = raw_of(msg)
+            self._positions[raw.position] = raw.offset + 1
             try:
-                out.append(decode_message(self.codec, msg))
+                out.append(decode_record(self.codec, raw))
             except CodecError as exc:
                 self.dead_lettered += 1
-                log.error("undecodable record at %s[%d]@%d: %s", topic, partition, offset, exc)
+                log.error("undecodable record at %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)
                 if self._dead_letter is not None:
-                    self._dead_letter(msg, exc)
+                    self._dead_letter(raw, exc)
         return out
 
     def close(self) -> None:
         self._consumer.close()
         self._meta.close()
 
-
-def decode_message(codec: AvroCodec, msg: Message) -> LoggedEvent:
-    """A consumed record as an event at its position; raises CodecError when it cannot be decoded."""
-    decoded = codec.decode(msg.value() or b"")
-    key = msg.key()
-    return LoggedEvent(decoded.name, key.decode() if key else None, decoded.record,
-                       msg.topic() or "", msg.partition() or 0, msg.offset() or 0, dict(msg.headers() or []))

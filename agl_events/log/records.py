@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agl_events.events.codec import AvroCodec
 from agl_events.events.kinds import spec
 from agl_events.topics import Topic
 
@@ -55,6 +56,60 @@ class LoggedEvent:
 
 
 Position = tuple[str, int]  # (topic, partition)
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A record as a consumer got it, undecoded: what decoding reads and what the dead-letter path copies.
+
+    Every reader (the store's, the ingester, the processor's faust stream, the DLQ listing) hands this on
+    instead of its client's message type, so nothing outside `agl_events.log` sees confluent-kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes] = field(default_factory=dict)
+    #: The record's timestamp (CreateTime), milliseconds since the epoch; 0 where the client gives none.
+    timestamp_ms: int = 0
+
+    @property
+    def position(self) -> Position:
+        return self.topic, self.partition
+
+
+def decode_record(codec: AvroCodec, raw: RawRecord) -> LoggedEvent:
+    """A consumed record as an event at its position; raises CodecError when it cannot be decoded."""
+    decoded = codec.decode(raw.value or b"")
+    return LoggedEvent(decoded.name, raw.key.decode() if raw.key else None, decoded.record, raw.topic,
+                       raw.partition, raw.offset, dict(raw.headers))
+
+
+@dataclass(frozen=True)
+class ReadBatch:
+    """What one read of the log gave: the events decoded, and how far each partition was read.
+
+    `through` is the next offset to read per partition once this batch is folded; it can be past the last
+    event's offset (an undecodable record dead-lettered, the end of a partition, offsets compaction emptied),
+    and it is what a view stores as its position, in the same write as the batch's state."""
+
+    events: list[LoggedEvent]
+    through: dict[Position, int]
+
+    @classmethod
+    def of(cls, events: Iterable[LoggedEvent]) -> ReadBatch:
+        """Events read with nothing between them: each partition read up to its last event here."""
+        listed = list(events)
+        through: dict[Position, int] = {}
+        for e in listed:
+            through[(e.topic, e.partition)] = max(through.get((e.topic, e.partition), 0), e.offset + 1)
+        return cls(listed, through)
+
+    def clipped(self, cut: Mapping[Position, int]) -> ReadBatch:
+        """Only what lies before `cut` (partition -> end offset): partitions it does not name are dropped."""
+        return ReadBatch([e for e in self.events if e.offset < cut.get((e.topic, e.partition), 0)],
+                         {pos: min(end, cut[pos]) for pos, end in self.through.items() if pos in cut})
 
 
 def reached(positions: Mapping[Position, int], targets: Mapping[Position, int]) -> bool:

@@ -16,13 +16,10 @@ from agl_events.log.backpressure import Backpressure
 from agl_events.log.clients import make_producer
 from agl_events.log.encoding import encode_event
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
+from agl_events.log.sink import AppendError
 from agl_events.topics import topic_name
 
 log = logging.getLogger(__name__)
-
-
-class AppendError(RuntimeError):
-    """Kafka refused or lost an append; nothing was acknowledged for that event."""
 
 
 class EventWriter:

@@ -2,8 +2,8 @@
 
 One `ProcessorContext` per view-processor app: the codec, the per-partition views, and the dead-letter
 writer. Keeping them in one small object makes the agents thin (decode, reduce, write) and lets the
-folding step (`fold_records`) run without faust at all, in tests or scripts. The consumed record, its
-decoding per partition and its dead-letter copy are shared with the samples processor.
+folding step (`fold_records`) run without faust at all, in tests or scripts. The consumed record (the log's
+`RawRecord`), its decoding per partition and its dead-letter copy are shared with the samples processor.
 """
 
 from __future__ import annotations
@@ -12,17 +12,16 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
-
-from confluent_kafka import KafkaException, Message
+from typing import Any
 
 from agl_events.events.codec import AvroCodec, CodecError
-from agl_events.log.clients import make_admin
+from agl_events.log.clients import LogError, make_admin
 from agl_events.log.dead_letters import dead_letter_to
-from agl_events.log.records import LoggedEvent
+from agl_events.log.records import LoggedEvent, RawRecord, ReadBatch, decode_record
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
 from agl_events.processors.partition_views import PartitionViews, Position
 from agl_events.topics import VIEW_TOPICS, topic_name
@@ -30,50 +29,15 @@ from agl_events.topics import VIEW_TOPICS, topic_name
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RawRecord:
-    """A record as consumed (raw bytes, value_serializer="raw"): enough to fold it or dead-letter it."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Sequence[tuple[str, bytes]] = ()
-
-    @classmethod
-    def of(cls, message: Any) -> RawRecord:
-        """From a faust `Message` (what `event.message` is in a stream)."""
-        return cls(message.topic, message.partition, message.offset, message.key, message.value,
-                   tuple(message.headers or ()))
+def raw_record(message: Any) -> RawRecord:
+    """A faust `Message` (what `event.message` is in a stream; value_serializer="raw") as the log's record."""
+    return RawRecord(message.topic, message.partition, message.offset, message.key, message.value,
+                     dict(message.headers or ()), int(message.timestamp * 1000) if message.timestamp else 0)
 
 
 def raw_records(events: Iterable[Any]) -> list[RawRecord]:
     """The records of a batch of faust stream events (`stream.take_events`)."""
-    return [RawRecord.of(event.message) for event in events]
-
-
-class _Origin:
-    """Looks like the confluent-kafka Message that `dead_letter_to` reads, so the processor's DLQ records
-    carry exactly the same origin headers as the store reader's (one format for whoever inspects them)."""
-
-    def __init__(self, record: RawRecord) -> None:
-        self._record = record
-
-    def value(self) -> bytes | None:
-        return self._record.value
-
-    def key(self) -> bytes | None:
-        return self._record.key
-
-    def topic(self) -> str:
-        return self._record.topic
-
-    def partition(self) -> int:
-        return self._record.partition
-
-    def offset(self) -> int:
-        return self._record.offset
+    return [raw_record(event.message) for event in events]
 
 
 class DeadLetters:
@@ -89,7 +53,7 @@ class DeadLetters:
         self._unflushed = 0
 
     def __call__(self, record: RawRecord, error: Exception) -> None:
-        self._handle(cast(Message, _Origin(record)), error)
+        self._handle(record, error)
         self._unflushed += 1
 
     async def flush(self) -> None:
@@ -136,7 +100,7 @@ class ProcessorContext:
 
             try:
                 count = await asyncio.to_thread(ask)
-            except KafkaException as exc:
+            except LogError as exc:
                 log.warning("cannot read the partition count of %s: %s", topic, exc)
                 return None
             if count is None:
@@ -166,7 +130,7 @@ class ProcessorContext:
 def build_context(bootstrap: str, experiment: str, data_dir: Path,
                   schema_registry_url: str | None = None) -> ProcessorContext:
     """Clients for one worker; the producer is only used for dead letters (acks=all, idempotent)."""
-    codec = AvroCodec.from_url(schema_registry_url)
+    codec = codec_for(schema_registry_url)
     writer = EventWriter(bootstrap, experiment, codec,
                          producer_id=f"processor-{socket.gethostname()}-{os.getpid()}")
     return ProcessorContext(experiment=experiment, codec=codec, views=PartitionViews(data_dir), writer=writer,
@@ -199,23 +163,21 @@ def decode_batch(codec: AvroCodec, holds: Callable[[str, int], bool], records: I
         position = (record.topic, record.partition)
         batch.through[position] = max(batch.through.get(position, 0), record.offset + 1)
         try:
-            decoded = codec.decode(record.value or b"")
+            decoded = decode_record(codec, record)
         except CodecError as exc:
             dead_letter(record, exc)
             batch.bad += 1
             continue
-        batch.events.setdefault(position, []).append(LoggedEvent(
-            decoded.name, record.key.decode() if record.key else None, decoded.record,
-            record.topic, record.partition, record.offset, dict(record.headers)))
+        batch.events.setdefault(position, []).append(decoded)
     return batch
 
 
 async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> int:
     """Decode, reduce and write one batch; returns how many events were new to the views.
 
-    Each partition's events go to that partition's view in one `apply_logged` call, i.e. one RocksDB
-    batch that also stores the partition's next offset, so a crash keeps state and position together.
-    Dead letters are flushed before any view moves past them.
+    Each partition's events go to that partition's view in one `StoreView.fold`, i.e. one RocksDB batch that
+    also stores the partition's next offset (past its dead-lettered records too), so a crash keeps state and
+    position together. Dead letters are flushed before any view moves past them.
     """
     batch = decode_batch(ctx.codec, ctx.views.holds, records, ctx.dead_letter)
     ctx.counters.not_ours += batch.not_ours
@@ -223,12 +185,13 @@ async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> i
         await ctx.dead_letters.flush()
     fresh = 0
     total = 0
-    for (topic, partition), events in batch.events.items():
+    for (topic, partition), through in batch.through.items():
+        events = batch.events.get((topic, partition), [])
         view = ctx.views.view(topic, partition)
         if view is None:  # revoked while the dead letters were flushed
             ctx.counters.not_ours += len(events)
             continue
-        fresh += view.apply_logged(events)
+        fresh += view.fold(ReadBatch(events, {(topic, partition): through}))
         total += len(events)
     ctx.counters.batches += 1
     ctx.counters.folded += fresh

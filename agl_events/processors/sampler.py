@@ -28,9 +28,10 @@ from pathlib import Path
 
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
-from agl_events.log.records import EncodedEvent, event
+from agl_events.log.records import EncodedEvent, RawRecord, event
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
-from agl_events.processors.context import DeadLetters, RawRecord, decode_batch
+from agl_events.processors.context import DeadLetters, decode_batch
 from agl_events.processors.partition_views import PartitionStates
 from agl_events.samples.buffer import Build, Finished, Folded, SampleBuffer
 from agl_events.samples.build import Adapter, adapter_name, build_sample
@@ -93,7 +94,7 @@ class SamplesContext:
 
 def build_samples_context(settings: Settings, data_dir: Path, adapter: Adapter) -> SamplesContext:
     """Clients for one worker: its producer writes the samples and the dead letters (acks=all, idempotent)."""
-    codec = AvroCodec.from_url(settings.schema_registry_url)
+    codec = codec_for(settings.schema_registry_url)
     writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec,
                          producer_id=f"samples-{socket.gethostname()}-{os.getpid()}")
     name = adapter_name(adapter)

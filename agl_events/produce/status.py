@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import TopicPartition
-
 from agl_events.log.clients import make_consumer
+from agl_events.log.offsets import committed, partitions_of, watermarks
 from agl_events.store.ingester import ingest_group
 from agl_events.topics import Topic, topic_name
 
@@ -38,16 +37,16 @@ def ingest_progress(bootstrap: str, experiment: str, timeout: float = 10.0) -> l
     topic = topic_name(experiment, Topic.TASK_REQUESTS)
     consumer = make_consumer(bootstrap, ingest_group(experiment))  # reads the group's offsets, never joins it
     try:
-        info = consumer.list_topics(topic, timeout=timeout).topics[topic]
-        if info.error is not None:
+        try:
+            partitions = partitions_of(consumer, [topic], timeout)
+        except RuntimeError:
             raise TopicMissingError(f"experiment {experiment} has no topic {topic}: nothing was produced to it; "
-                                    "`agl-events topics create` creates it")
-        partitions = [TopicPartition(topic, p) for p in sorted(info.partitions)]
+                                    "`agl-events topics create` creates it") from None
+        ingested = committed(consumer, partitions, timeout)
         progress = []
-        for committed in consumer.committed(partitions, timeout=timeout):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, committed.partition), timeout=timeout)
-            ingested = committed.offset if committed.offset >= 0 else low  # nothing committed yet
-            progress.append(PartitionProgress(committed.partition, high, ingested))
+        for position, (low, high) in watermarks(consumer, partitions, timeout).items():
+            done = ingested[position]
+            progress.append(PartitionProgress(position[1], high, low if done is None else done))  # None: not yet
         return progress
     finally:
         consumer.close()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import orjson
-from confluent_kafka import KafkaError, Message, Producer
 
+from agl_events.log.clients import DeliveryReport, KafkaError, Message, Producer
 from agl_events.produce.lines import ProduceReport, TaskLine, parse_lines
 
 #: Report progress after this many lines, and while the last acknowledgements come in.
@@ -32,7 +32,7 @@ def produce_to_topic(producer: Producer, topic: str, lines: Iterable[str], key_f
     """
     report = ProduceReport()
 
-    def delivered(number: int) -> Callable[[KafkaError | None, Message | None], None]:
+    def delivered(number: int) -> DeliveryReport:
         def done(error: KafkaError | None, _: Message | None) -> None:
             if error is None:
                 report.accepted += 1

@@ -11,17 +11,17 @@ A cut is plain data: `--offsets FILE` reads one written by `Cut.save` (or by han
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel, model_validator
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.kinds import Kind
-from agl_events.log.offsets import offsets_at, partitions_of, watermarks
-from agl_events.log.reader import decode_message
-from agl_events.log.records import Position
+from agl_events.log.clients import Consumer
+from agl_events.log.offsets import offsets_at, read_to_end, watermarks
+from agl_events.log.records import Position, decode_record
 from agl_events.topics import Topic, topic_name
 
 #: Kinds that carry a resources snapshot (the first of them for an id is its publication).
@@ -91,26 +91,14 @@ def until_resources(consumer: Consumer, codec: AvroCodec, partitions: list[Posit
 def _first_resources_record(consumer: Consumer, codec: AvroCodec, topic: str, resources_id: str
                             ) -> tuple[Position, int, int] | None:
     """(partition, offset, timestamp ms) of the first record holding `resources_id`, read with `consumer`."""
-    parts = partitions_of(consumer, [topic])
-    ends = {pos: high for pos, (_, high) in watermarks(consumer, parts).items()}
-    consumer.assign([TopicPartition(t, p, 0) for t, p in parts])
-    read = {pos: 0 for pos in parts}
-    try:
-        while any(read[pos] < ends[pos] for pos in parts):
-            for msg in consumer.consume(500, 1.0):
-                pos = (msg.topic() or "", msg.partition() or 0)
-                if msg.error() is not None:  # the partition's end (compaction leaves offsets without records)
-                    read[pos] = max(read[pos], msg.offset() or 0)
-                    continue
-                read[pos] = (msg.offset() or 0) + 1
-                try:
-                    event = decode_message(codec, msg)
-                except CodecError:
-                    continue
-                if event.kind in RESOURCES_KINDS and event.record["resources"]["resources_id"] == resources_id:
-                    return pos, msg.offset() or 0, msg.timestamp()[1]
-    finally:
-        consumer.unassign()
+    with closing(read_to_end(consumer, [topic])) as records:  # found early: unassigns the consumer at once
+        for record in records:
+            try:
+                event = decode_record(codec, record)
+            except CodecError:
+                continue
+            if event.kind in RESOURCES_KINDS and event.record["resources"]["resources_id"] == resources_id:
+                return record.position, record.offset, record.timestamp_ms
     return None
 
 

@@ -39,13 +39,13 @@ from agl_events.adapter.build import DEFAULT_ADAPTER, adapter_from_spec
 from agl_events.adapter.messages import TraceToMessages
 from agl_events.config import Settings
 from agl_events.emitter.reward import find_final_reward
-from agl_events.events.codec import AvroCodec
 from agl_events.events.convert import dumps
 from agl_events.events.kinds import Kind
 from agl_events.log.clients import make_consumer
 from agl_events.log.offsets import watermarks
 from agl_events.log.reader import EventReader
 from agl_events.log.records import LoggedEvent, Position
+from agl_events.log.registry import codec_for
 from agl_events.replay.cut import Cut, log_end
 from agl_events.replay.scan import HISTORY_CONSUMER, read_so_far, scan
 from agl_events.samples.buffer import Finished, SampleBuffer
@@ -129,7 +129,7 @@ def export_rows(settings: Settings, adapter: ExportAdapter, filters: ExportFilte
 def _batches(settings: Settings, topic: Topic, cut: Cut | None, progress: Progress | None, counts: ExportCounts
              ) -> Iterator[list[LoggedEvent]]:
     """`topic`'s events from its beginning up to `cut`, in batches."""
-    codec = AvroCodec.from_url(settings.schema_registry_url)
+    codec = codec_for(settings.schema_registry_url)
     with closing(EventReader(settings.bootstrap_servers, settings.experiment, codec, (topic,),
                                  **HISTORY_CONSUMER)) as reader:
         partitions = reader.partitions()
@@ -146,7 +146,7 @@ def _batches(settings: Settings, topic: Topic, cut: Cut | None, progress: Progre
             counts.records = read_so_far(reader.positions, start, ends)
             if progress is not None:
                 progress(counts.records, total)
-            yield batch
+            yield batch.events
 
 
 def _by_partition(batch: Sequence[LoggedEvent]) -> dict[Position, list[LoggedEvent]]:

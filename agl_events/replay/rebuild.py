@@ -13,14 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer
-
 from agl_events.config import Settings
-from agl_events.events.codec import AvroCodec
-from agl_events.log.clients import make_consumer
+from agl_events.log.clients import Consumer, make_consumer
 from agl_events.log.offsets import watermarks
 from agl_events.log.reader import EventReader
 from agl_events.log.records import Position
+from agl_events.log.registry import codec_for
 from agl_events.reducers import keys
 from agl_events.replay.cut import Cut, CutSpec
 from agl_events.replay.scan import HISTORY_CONSUMER, read_so_far, scan
@@ -63,7 +61,7 @@ def rebuild(settings: Settings, to: Path, spec: CutSpec | None = None, *, snapsh
     if to.exists() and any(to.iterdir()):
         raise FileExistsError(f"{to} is not empty: rebuild into a new folder (or delete that one)")
     experiment, bootstrap = settings.experiment, settings.bootstrap_servers
-    codec = AvroCodec.from_url(settings.schema_registry_url)
+    codec = codec_for(settings.schema_registry_url)
     reader = EventReader(bootstrap, experiment, codec, VIEW_TOPICS, **HISTORY_CONSUMER)
     meta = make_consumer(bootstrap)
     try:
@@ -78,16 +76,12 @@ def rebuild(settings: Settings, to: Path, spec: CutSpec | None = None, *, snapsh
             reader.assign(start)
             total, started, folded = read_so_far(cut.positions, start, cut.positions), time.perf_counter(), 0
             for batch in scan(reader, cut.positions):
-                folded += view.apply_logged(batch)
+                folded += view.fold(batch)
                 if progress is not None:
-                    progress(read_so_far(reader.positions, start, cut.positions), total)
+                    progress(read_so_far(view.positions, start, cut.positions), total)
             seconds = time.perf_counter() - started
-            # Everything before the cut is read (folded, or undecodable and skipped), so the next offset to read
-            # is the cut, even where its last records folded nothing: a snapshot of this view starts there.
-            done = {f"{keys.POSITIONS}{t}/{p}": end for (t, p), end in cut.positions.items()
-                    if end > view.positions.get((t, p), 0)}
-            view.kv.write({**done, keys.REPLAY: {"experiment": experiment, "cut": cut.model_dump(),
-                                                 "snapshot": None if snapshot is None else str(snapshot.path)}})
+            view.kv.write({keys.REPLAY: {"experiment": experiment, "cut": cut.model_dump(),
+                                         "snapshot": None if snapshot is None else str(snapshot.path)}})
         finally:
             view.close()
     finally:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from agl_events.log.records import LoggedEvent, Position, reached
-from agl_events.store.follower import LogSource
+from agl_events.log.records import Position, ReadBatch, reached
+from agl_events.log.source import LogSource, read_batch
 
 #: Records per batch: what one fold step holds in memory, whatever the history's length.
 BATCH_RECORDS = 2000
@@ -17,16 +17,16 @@ HISTORY_CONSUMER = {"fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 1638
 
 
 def scan(source: LogSource, cut: Mapping[Position, int], max_records: int = BATCH_RECORDS,
-         timeout: float = 0.05) -> Iterator[list[LoggedEvent]]:
-    """Batches of the events before `cut` (partition -> end offset), in offset order per partition.
+         timeout: float = 0.05) -> Iterator[ReadBatch]:
+    """Batches of the events before `cut` (partition -> end offset), in offset order per partition, each with
+    how far it read (never past the cut: what a view folding it stores as its positions).
 
     Records a partition holds past its cut (the log goes on while a replay reads) are dropped; so are those of
-    partitions the cut does not name. Batches may come empty (undecodable records, a quiet fetch).
+    partitions the cut does not name. Batches may come without events (undecodable records, a quiet fetch).
     A poll waits its whole `timeout` unless `max_records` come, so a short one costs nothing while records flow
     and ends the last poll, at the cut, quickly."""
     while not reached(source.positions, cut):
-        batch = source.poll(max_records, timeout)
-        yield [e for e in batch if e.offset < cut.get((e.topic, e.partition), 0)]
+        yield read_batch(source, max_records, timeout).clipped(cut)
 
 
 def read_so_far(positions: Mapping[Position, int], start: Mapping[Position, int], cut: Mapping[Position, int]

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel
 
+from agl_events.log.admin import delete_records
+from agl_events.log.clients import AdminClient
 from agl_events.log.records import Position
 from agl_events.replay.cut import Cut
 from agl_events.topics import Topic, topic_name
@@ -108,8 +108,4 @@ def prune_spans(admin: AdminClient, snapshot: Snapshot, keep_from: Mapping[Posit
     spans = topic_name(snapshot.experiment, Topic.SPANS)
     keep = keep_from or {}
     ends = {(t, p): min(end, keep.get((t, p), end)) for (t, p), end in snapshot.cut.positions.items() if t == spans}
-    wanted = [TopicPartition(t, p, end) for (t, p), end in ends.items() if end > 0]
-    if not wanted:
-        return {}
-    futures = admin.delete_records(wanted, request_timeout=timeout, operation_timeout=timeout)
-    return {(tp.topic, tp.partition): future.result().low_watermark for tp, future in futures.items()}
+    return delete_records(admin, ends, timeout)

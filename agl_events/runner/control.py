@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from confluent_kafka import OFFSET_END, TopicPartition
-
 from agl_events.events.codec import AvroCodec, CodecError
-from agl_events.log.clients import make_consumer
+from agl_events.log.consumer import GroupConsumer, Start
 from agl_events.log.records import NewEvent, event
 from agl_events.topics import Topic, topic_name
 
@@ -24,22 +22,18 @@ class StopWatcher:
         self._codec = codec
         self._runner_id = runner_id
         self._stop = stop
-        self._consumer = make_consumer(bootstrap, f"agl-stop-{runner_id}")
-        topic = topic_name(experiment, Topic.CONTROL)
-        partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
+        self._consumer = GroupConsumer(bootstrap, f"agl-stop-{runner_id}", "control")
+        self._consumer.assign(topic_name(experiment, Topic.CONTROL), Start.END)
         self._thread = threading.Thread(target=self._watch, name=f"{runner_id}-stop", daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         while not self._stop.is_set():
-            message = self._consumer.poll(0.2)
-            if message is None or message.error() is not None:
-                continue
-            try:
-                decoded = self._codec.decode(message.value() or b"")
-            except CodecError:
-                continue
-            if decoded.name == "RunnersStopRequested" and decoded.record["worker_id"] in (None, self._runner_id):
-                self._stop.set()
+            for record in self._consumer.consume(1, 0.2):
+                try:
+                    decoded = self._codec.decode(record.value or b"")
+                except CodecError:
+                    continue
+                if decoded.name == "RunnersStopRequested" and decoded.record["worker_id"] in (None, self._runner_id):
+                    self._stop.set()
         self._consumer.close()

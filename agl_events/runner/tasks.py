@@ -10,19 +10,12 @@ redelivery, retries a rollout whose runner died.
 
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
-
-from confluent_kafka import AcknowledgeType, KafkaException, Message
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from agl_events.events.codec import AvroCodec, CodecError
-from agl_events.log.clients import make_admin, make_share_consumer
+from agl_events.log.share import Acquired, Outcome, ShareMember, configure_share_group
 from agl_events.topics import Topic, topic_name
-
-log = logging.getLogger(__name__)
 
 
 def share_group(experiment: str) -> str:
@@ -36,26 +29,13 @@ def share_group(experiment: str) -> str:
 TASK_LOCK_MS = 5000
 
 
-def configure_share_group(admin: AdminClient, group: str) -> None:
-    """Share groups start at the log end by default; tasks enqueued before the first runner must count."""
-    entries = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
-    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=entries)
-    admin.incremental_alter_configs([resource])[resource].result()
-    lock = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
-        ConfigEntry("share.record.lock.duration.ms", str(TASK_LOCK_MS), incremental_operation=AlterConfigOpType.SET)])
-    try:
-        admin.incremental_alter_configs([lock])[lock].result()
-    except KafkaException as exc:
-        log.warning("keeping the broker's task lock duration: %s", exc)
-
-
 @dataclass(frozen=True)
 class Task:
     """A dispatched rollout, as a runner sees it before claiming it."""
 
     rollout_id: str
     queue_seq: int | None
-    message: Any
+    record: Acquired
 
 
 class TaskQueue:
@@ -63,14 +43,11 @@ class TaskQueue:
                  ) -> None:
         """`max_records`: the most tasks one poll hands out (the runner's slots)."""
         self.codec = codec
-        configure_share_group(make_admin(bootstrap), share_group(experiment))
-        self._consumer = make_share_consumer(bootstrap, share_group(experiment), **{
-            "client.id": runner_id, "share.acknowledgement.mode": "explicit", "max.poll.records": max_records,
-            "fetch.wait.max.ms": 500,
-            "log_level": 3,  # the client warns that share consumers are a preview on every start
-        })
+        configure_share_group(bootstrap, share_group(experiment), TASK_LOCK_MS)
+        self._consumer = ShareMember(bootstrap, share_group(experiment), max_records,
+                                     **{"client.id": runner_id, "fetch.wait.max.ms": 500})
         self._topic = topic_name(experiment, Topic.TASKS)
-        self._consumer.subscribe([self._topic])
+        self._consumer.subscribe(self._topic)
         self._membership = threading.Lock()
         self._stepped_aside = False
 
@@ -85,47 +62,32 @@ class TaskQueue:
     def rejoin(self) -> None:
         with self._membership:
             if self._stepped_aside:
-                self._consumer.subscribe([self._topic])
+                self._consumer.subscribe(self._topic)
                 self._stepped_aside = False
 
     def next_tasks(self, timeout: float) -> list[Task]:
         """The next tasks (up to `max_records`), or none. Undecodable records are rejected (they would never
         decode)."""
         tasks = []
-        for message in self._consumer.poll(timeout):
-            if message.error() is not None:
-                log.warning("task queue: %s", message.error())
-                continue
+        for acquired in self._consumer.poll(timeout):
             try:
-                decoded = self.codec.decode(message.value() or b"")
+                decoded = self.codec.decode(acquired.record.value or b"")
             except CodecError:
-                self._settle(message, AcknowledgeType.REJECT)
+                self._consumer.settle(acquired, Outcome.REJECT)
                 continue
             if decoded.name != "TaskDispatched":
-                self._settle(message, AcknowledgeType.ACCEPT)
+                self._consumer.settle(acquired, Outcome.ACCEPT)
                 continue
-            tasks.append(Task(decoded.record["rollout_id"], decoded.record.get("queue_seq"), message))
+            tasks.append(Task(decoded.record["rollout_id"], decoded.record.get("queue_seq"), acquired))
         return tasks
 
     def done(self, task: Task) -> None:
         """Claimed (or no longer claimable): nobody else needs this record."""
-        self._settle(task.message, AcknowledgeType.ACCEPT)
+        self._consumer.settle(task.record, Outcome.ACCEPT)
 
     def give_back(self, task: Task) -> None:
         """Could not even try to claim it (the store is down): let another runner have it."""
-        self._settle(task.message, AcknowledgeType.RELEASE)
-
-    def _settle(self, message: Message, kind: AcknowledgeType) -> None:
-        """Record the outcome; it reaches the broker with the next poll (a separate commit costs a round trip).
-
-        A task whose lock expired while this runner was busy went to another runner; the claim said so
-        already, and the acknowledgement can only fail: nothing to do.
-        """
-        try:
-            self._consumer.acknowledge(message, kind)
-        except KafkaException as exc:
-            log.info("task acknowledgement refused (lock expired?): %s", exc)
+        self._consumer.settle(task.record, Outcome.RELEASE)
 
     def close(self) -> None:
-        self._consumer.commit_sync()
         self._consumer.close()

@@ -35,8 +35,8 @@ from pydantic import BaseModel, Field
 
 from agl_events.agent import LitAgent
 from agl_events.config import Settings
-from agl_events.events.codec import AvroCodec
 from agl_events.log.backpressure import BackpressureStats
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
@@ -108,7 +108,7 @@ class Runner:
     async def run(self) -> int:
         """Run until stopped (stop event, SIGTERM or max_rollouts); returns how many rollouts ran."""
         cfg, settings = self.config, self.config.settings
-        codec = AvroCodec.from_url(settings.schema_registry_url)
+        codec = codec_for(settings.schema_registry_url)
         writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
                              **{"linger.ms": 50})
         tracer = KafkaTracer(writer)

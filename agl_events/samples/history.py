@@ -197,8 +197,8 @@ class ReplayedSampleStream:
         await asyncio.to_thread(self.close)
 
     def _replay(self) -> Iterator[SampleBatch]:
-        for events in scan(self._reader, self.ends):
-            for e in events:
+        for batch in scan(self._reader, self.ends):
+            for e in batch.events:
                 if e.kind == Kind.SAMPLE_ADDED:
                     self._cutter.offer(sample_from_record(e.record), (e.topic, e.partition), e.offset)
             positions = self._reader.positions

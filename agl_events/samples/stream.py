@@ -15,12 +15,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
-
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.kinds import Kind
-from agl_events.log.clients import make_consumer
-from agl_events.log.reader import decode_message
+from agl_events.log.consumer import GroupConsumer
+from agl_events.log.records import Position, RawRecord, decode_record
 from agl_events.samples.batching import Batcher, BatchPolicy, BatchStats, SampleBatch
 from agl_events.samples.model import sample_from_record
 from agl_events.topics import Topic, topic_name
@@ -55,8 +53,8 @@ class SampleStream:
         self._current_generation = current_generation
         self._poll_timeout = poll_timeout
         self._batcher = Batcher(self.policy)
-        self._consumer = make_consumer(bootstrap, self.group, **consumer_overrides)
-        self._consumer.subscribe([self.topic], on_revoke=self._on_revoke)
+        self._consumer = GroupConsumer(bootstrap, self.group, "samples", **consumer_overrides)
+        self._consumer.subscribe(self.topic, on_revoke=self._on_revoke)
         self.undecodable = 0
 
     @property
@@ -95,10 +93,9 @@ class SampleStream:
 
     async def commit(self) -> None:
         """Record, synchronously, how far this trainer is done: every batch handed out so far counts as used."""
-        offsets = [TopicPartition(topic, partition, offset)
-                   for (topic, partition), offset in self._batcher.committable().items()]
+        offsets = self._batcher.committable()
         if offsets:
-            await asyncio.to_thread(self._consumer.commit, offsets=offsets, asynchronous=False)
+            await asyncio.to_thread(self._consumer.commit, offsets)
 
     def close(self) -> None:
         self._consumer.close()
@@ -110,23 +107,17 @@ class SampleStream:
         await asyncio.to_thread(self.close)
 
     # -- internals ------------------------------------------------------------------------------
-    def _offer(self, message: Any, current: int | None) -> None:
-        error = message.error()
-        if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
-                log.warning("samples consumer: %s", error)
-            return
+    def _offer(self, record: RawRecord, current: int | None) -> None:
         try:
-            event = decode_message(self._codec, message)
+            event = decode_record(self._codec, record)
         except CodecError as exc:  # the samples processor wrote it; nothing a trainer can repair
             self.undecodable += 1
-            log.error("undecodable sample at %s[%d]@%d: %s", message.topic(), message.partition(),
-                      message.offset(), exc)
+            log.error("undecodable sample at %s[%d]@%d: %s", record.topic, record.partition, record.offset, exc)
             return
         if event.kind != Kind.SAMPLE_ADDED:
             return
         self._batcher.offer(sample_from_record(event.record), (event.topic, event.partition), event.offset,
                             current)
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._batcher.revoke((tp.topic, tp.partition) for tp in partitions)
+    def _on_revoke(self, partitions: list[Position]) -> None:
+        self._batcher.revoke(partitions)

@@ -28,12 +28,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from agl_events.log.backpressure import Backpressure
-from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
+from agl_events.log.records import EncodedEvent, LoggedEvent
+from agl_events.log.sink import EventLog
 from agl_events.store.context import DecisionContext
 from agl_events.store.errors import StoreUnhealthyError
 from agl_events.store.ownership import EVERYWHERE, Placement
@@ -50,20 +51,6 @@ class PartialFailure(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-class EventLog(Protocol):
-    """Where events become durable. `encode` gives the bytes the log stores for an event, or raises for one
-    it cannot take. `append` queues encoded events at once, in call order (or raises if the log refuses
-    them at once), and its result resolves only when every event is acknowledged."""
-
-    def encode(self, new: NewEvent) -> bytes: ...
-
-    def append(self, events: Sequence[EncodedEvent]) -> Awaitable[list[LoggedEvent]]: ...
-
-    def close(self) -> None:
-        """Flush what is pending (bounded), then release the connection. Blocking."""
-        ...
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Recovery and following: fold the log into the store's view, from where the view left off, for as long as
 the store lives.
 
-Backend-neutral: the follower reads any `LogSource` (Kafka's `EventReader`, the in-memory log's reader), so
+Backend-neutral: the follower reads any `log.source.LogSource` (Kafka's `EventReader`, the in-memory log's
+reader) and folds each batch, with how far it was read, through `StoreView.fold` as a rebuild does, so
 the in-memory reference and the Kafka store fold, confirm their own appends and see foreign events (a
 runner's spans) the same way. What folded events *mean* (waking waiters, heartbeats) is the service's
 business: it gets every folded batch through `on_folded`.
@@ -18,9 +19,9 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol
 
-from agl_events.log.records import LoggedEvent, Position, reached
+from agl_events.log.records import LoggedEvent, Position, ReadBatch, reached
+from agl_events.log.source import LogSource, read_batch
 from agl_events.store.errors import FollowerFailed
 from agl_events.store.lane import Lane, ask
 from agl_events.topics import Topic
@@ -44,29 +45,6 @@ IDLE_POLL_SECONDS = 0.25
 END_CHECK_SECONDS = 1.0
 
 
-class LogSource(Protocol):
-    """The log as a follower reads it: records in order per partition, and how far it has read."""
-
-    def name_of(self, topic: Topic) -> str:
-        """The name this log gives `topic` (Kafka prefixes the experiment)."""
-        ...
-
-    def poll(self, max_records: int, timeout: float) -> list[LoggedEvent]:
-        """Up to `max_records` events, within about `timeout` (may wait it out when fewer come). Blocking."""
-        ...
-
-    def end_offsets(self, timeout: float = 30.0, topic: str | None = None) -> dict[Position, int]:
-        """Where each partition (of `topic`) ends now: the offset of the next append. Blocking."""
-        ...
-
-    @property
-    def positions(self) -> dict[Position, int]:
-        """Next offset to read per partition."""
-        ...
-
-    def close(self) -> None: ...
-
-
 class Follower:
     """Folds `source` into `view`: `catch_up` before the store serves, then `start` to keep following."""
 
@@ -77,9 +55,9 @@ class Follower:
         self._polls = Lane("agl-follow-poll")
         self.on_folded: Callable[[list[LoggedEvent]], None] = lambda events: None
         self.on_failure: Callable[[BaseException], None] = lambda error: None
-        #: How far the view has folded each partition: the source's positions as of its last folded batch.
-        #: Not the source's live positions, which move on while a batch is still on its way to the view.
-        self._folded: dict[Position, int] = {}
+        #: How far the view has folded each partition (its stored positions): not the source's live positions,
+        #: which move on while a batch is still on its way to the view.
+        self._folded: dict[Position, int] = view.positions
         self._progress = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -89,11 +67,13 @@ class Follower:
         """Fold everything in the log up to its current end; returns how many events were new to the view."""
         targets = await ask(self.source.end_offsets)
         applied = 0
-        while not reached(self.source.positions, targets):
-            batch = await self._polls.run(functools.partial(self.source.poll, POLL_RECORDS, IDLE_POLL_SECONDS))
-            applied += self.view.apply_logged(batch)
-        self._folded = self.source.positions
+        while not reached(self._folded, targets):
+            applied += self.view.fold(await self._read(IDLE_POLL_SECONDS))
+            self._folded = self.view.positions
         return applied
+
+    async def _read(self, timeout: float) -> ReadBatch:
+        return await self._polls.run(functools.partial(read_batch, self.source, POLL_RECORDS, timeout))
 
     def start(self) -> None:
         if self._task is None:
@@ -104,14 +84,13 @@ class Follower:
         try:
             timeout = BUSY_POLL_SECONDS
             while not self._stopping:
-                batch = await self._polls.run(functools.partial(self.source.poll, POLL_RECORDS, timeout))
-                timeout = BUSY_POLL_SECONDS if batch else min(2 * timeout, IDLE_POLL_SECONDS)
-                read = self.source.positions  # only this task polls: exactly how far this batch goes
-                if batch:
-                    self.view.apply_logged(batch)
-                    self.on_folded(batch)
-                if read != self._folded:
-                    self._folded = read
+                batch = await self._read(timeout)
+                timeout = BUSY_POLL_SECONDS if batch.events else min(2 * timeout, IDLE_POLL_SECONDS)
+                self.view.fold(batch)
+                if batch.events:
+                    self.on_folded(batch.events)
+                if self.view.positions != self._folded:
+                    self._folded = self.view.positions
                     self._wake()
         except Exception as exc:
             log.exception("the view stopped following the log: %s", exc)

@@ -20,12 +20,12 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 
-from confluent_kafka import OFFSET_STORED, KafkaError, Message, TopicPartition
-
 from agl_events.events.codec import AvroCodec
 from agl_events.events.task_record import decode_task_request
 from agl_events.events.task_request import InvalidTaskRequest, TaskRequest
-from agl_events.log.clients import make_consumer
+from agl_events.log.consumer import GroupConsumer, Start
+from agl_events.log.dead_letters import DeadLetter
+from agl_events.log.records import Position, RawRecord
 from agl_events.store.errors import NoOwnerError
 from agl_events.store.lane import Lane, ask
 
@@ -38,7 +38,6 @@ POLL_SECONDS = 0.25
 RETRY_SECONDS = 1.0
 
 Ingest = Callable[[str, TaskRequest], Awaitable[tuple[str, bool]]]
-DeadLetter = Callable[[Message, Exception], None]
 
 
 def ingest_group(experiment: str) -> str:
@@ -54,8 +53,8 @@ class Ingester:
         """`catch_up` (a store group: several stores ingest, each the partitions the consumer group gives it)
         folds the rollouts topic to its end; it runs before the first requests of every new assignment, so
         the keys the previous reader of those partitions enqueued are in the view before any is decided."""
-        self._consumer = make_consumer(bootstrap, ingest_group(experiment), **{"enable.partition.eof": False,
-                                                                               "session.timeout.ms": 6000})
+        self._consumer = GroupConsumer(bootstrap, ingest_group(experiment), "task-requests",
+                                       **{"enable.partition.eof": False, "session.timeout.ms": 6000})
         #: Every call on the consumer runs on a thread of its own (`store.lane`), in order.
         self._lane = Lane("agl-ingest-poll")
         self._catch_up = catch_up
@@ -76,19 +75,16 @@ class Ingester:
 
         Assigned, not subscribed: the store is the only reader of its experiment's requests, and a restarted
         store after a SIGKILL must not wait out the dead member's session before a rebalance gives it work."""
-        info = self._consumer.list_topics(self._topic, timeout=10.0).topics[self._topic]
-        if info.error is not None:
-            raise RuntimeError(f"topic {self._topic} does not exist; run `agl-events topics create`")
         if self._catch_up is not None:
-            self._consumer.subscribe([self._topic], on_assign=self._on_assign)
+            self._consumer.partitions(self._topic)  # a missing topic fails the start, not the first poll
+            self._consumer.subscribe(self._topic, on_assign=self._on_assign)
         else:
-            self._consumer.assign([TopicPartition(self._topic, p, OFFSET_STORED) for p in sorted(info.partitions)])
+            self._consumer.assign(self._topic, Start.STORED)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="agl-ingest")
 
     async def _run(self) -> None:
         while not self._stopping:
-            polled = await self._lane.run(functools.partial(self._consumer.consume, POLL_RECORDS, POLL_SECONDS))
-            messages = [m for m in polled if not _failed(m)]
+            messages = await self._lane.run(functools.partial(self._consumer.consume, POLL_RECORDS, POLL_SECONDS))
             if not messages:
                 continue
             try:
@@ -106,11 +102,11 @@ class Ingester:
                 continue
             await self._lane.run(functools.partial(self._commit, messages))
 
-    def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, partitions: list[Position]) -> None:
         """Called inside a poll, so after the batch before it was decided and committed."""
         self._reassigned = True
 
-    async def _handle(self, messages: list[Message]) -> None:
+    async def _handle(self, messages: list[RawRecord]) -> None:
         """Decide every request of the poll (one committer batch), dead-letter the invalid, flush the DLQ."""
         outcomes = await asyncio.gather(*(self._one(msg) for msg in messages))
         self.enqueued += sum(1 for outcome in outcomes if outcome is True)
@@ -118,29 +114,27 @@ class Ingester:
         if any(outcome is None for outcome in outcomes):
             await ask(self._flush_dead_letters)
 
-    async def _one(self, msg: Message) -> bool | None:
+    async def _one(self, msg: RawRecord) -> bool | None:
         """True: enqueued now; False: its key was enqueued before; None: dead-lettered."""
         try:
-            request = decode_task_request(self._codec, msg.value())
+            request = decode_task_request(self._codec, msg.value)
             _, created = await self._ingest(_key_of(msg), request)
             return created
         except InvalidTaskRequest as exc:
-            log.warning("task request at %s[%d]@%d dead-lettered: %s", msg.topic(), msg.partition(),
-                        msg.offset(), exc)
+            log.warning("task request at %s[%d]@%d dead-lettered: %s", msg.topic, msg.partition, msg.offset, exc)
             self.dead_lettered += 1
             self._dead_letter(msg, exc)
             return None
 
-    def _commit(self, messages: list[Message]) -> None:
-        self._consumer.commit(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in _last(messages).items()],
-                              asynchronous=False)
+    def _commit(self, messages: list[RawRecord]) -> None:
+        self._consumer.commit({msg.position: msg.offset + 1 for msg in messages})  # the last one per partition
 
-    def _rewind(self, messages: list[Message]) -> None:
-        first: dict[tuple[str, int], int] = {}
+    def _rewind(self, messages: list[RawRecord]) -> None:
+        first: dict[Position, int] = {}
         for msg in messages:
-            first.setdefault((msg.topic() or "", msg.partition() or 0), msg.offset() or 0)
-        for (topic, partition), offset in first.items():
-            self._consumer.seek(TopicPartition(topic, partition, offset))
+            first.setdefault(msg.position, msg.offset)
+        for position, offset in first.items():
+            self._consumer.seek(position, offset)
 
     async def stop(self) -> None:
         """Let the poll in progress end (at most POLL_SECONDS) and the batch in hand settle, then leave the group."""
@@ -151,21 +145,6 @@ class Ingester:
         self._lane.close()
 
 
-def _key_of(msg: Message) -> str:
+def _key_of(msg: RawRecord) -> str:
     """The producer's idempotency key; a record without one is identified by where it sits in the log."""
-    key = msg.key()
-    return key.decode(errors="replace") if key else f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
-
-
-def _failed(msg: Message) -> bool:
-    error = msg.error()
-    if error is not None and error.code() != KafkaError._PARTITION_EOF:
-        log.warning("task-requests consumer error: %s", error)
-    return error is not None
-
-
-def _last(messages: list[Message]) -> dict[tuple[str, int], int]:
-    last: dict[tuple[str, int], int] = {}
-    for msg in messages:
-        last[(msg.topic() or "", msg.partition() or 0)] = msg.offset() or 0
-    return last
+    return msg.key.decode(errors="replace") if msg.key else f"{msg.topic}/{msg.partition}/{msg.offset}"

@@ -29,9 +29,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 
-from confluent_kafka import Consumer, TopicPartition
-
-from agl_events.log.clients import make_admin, make_consumer
+from agl_events.log.group_member import GroupMember
 from agl_events.store.ownership import Ownership
 
 log = logging.getLogger(__name__)
@@ -61,11 +59,7 @@ class StoreGroup:
 
     def __init__(self, bootstrap: str, experiment: str, topic: str, ownership: Ownership,
                  acquire: Handover, release: Handover) -> None:
-        self._consumer: Consumer = make_consumer(
-            bootstrap, group_id(experiment), **{"client.id": ownership.own_url, "enable.partition.eof": False,
-                                                "group.protocol": "consumer"})
-        self._admin = make_admin(bootstrap)
-        self._group = group_id(experiment)
+        self._member = GroupMember(bootstrap, group_id(experiment), ownership.own_url)
         self._topic = topic
         self._ownership = ownership
         self._acquire = acquire
@@ -79,8 +73,7 @@ class StoreGroup:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._left = self._loop.create_future()
-        self._consumer.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_lost)
+        self._member.join(self._topic, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         self._thread = threading.Thread(target=self._run, name="agl-store-group", daemon=True)
         self._thread.start()
 
@@ -92,12 +85,12 @@ class StoreGroup:
         try:
             next_describe = 0.0
             while not self._stopping.is_set():
-                self._consumer.poll(POLL_SECONDS)
+                self._member.poll(POLL_SECONDS)
                 if time.monotonic() >= next_describe or self._describe_now.is_set():
                     self._describe_now.clear()
                     settled = self._describe()
                     next_describe = time.monotonic() + (DESCRIBE_SECONDS if settled else SETTLING_DESCRIBE_SECONDS)
-            self._consumer.close()  # leaves the group: revokes (and releases) our partitions first
+            self._member.leave()  # revokes (and releases) our partitions first
         finally:
             self._tell_loop(self._has_left)
 
@@ -108,43 +101,31 @@ class StoreGroup:
     def _describe(self) -> bool:
         """Learn who owns what; whether every partition has an owner."""
         try:
-            group = self._admin.describe_consumer_groups([self._group])[self._group].result(10)
+            owners = self._member.owners()
         except Exception as exc:  # the next describe tries again; forwards wait meanwhile
             log.warning("describing the store group failed: %s", exc)
             return False
-        owners = {tp.partition: member.client_id for member in group.members
-                  for tp in (member.assignment.topic_partitions if member.assignment else [])
-                  if tp.topic == self._topic}
         self._on_loop(self._learn(owners), 10.0)
         return len(owners) == self._ownership.partitions
 
     async def _learn(self, owners: dict[int, str]) -> None:
         self._ownership.learn(owners)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if not partitions:  # a heartbeat that moved nothing to us
-            return
-        consumer.incremental_assign(partitions)
-        consumer.pause(partitions)
-        taken = {tp.partition for tp in partitions}
+    def _on_assign(self, taken: set[int]) -> None:
         log.info("store %s takes partitions %s", self._ownership.own_url, sorted(taken))
         self._on_loop(self._acquire(taken), ACQUIRE_TIMEOUT_SECONDS)
         self._describe_now.set()
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, given: set[int]) -> None:
         """Acknowledged (the partitions free for another member) only after this returns: drained first."""
-        if not partitions:
-            return
-        given = {tp.partition for tp in partitions}
         log.info("store %s hands over partitions %s", self._ownership.own_url, sorted(given))
         self._on_loop(self._release(given), RELEASE_TIMEOUT_SECONDS)
-        consumer.incremental_unassign(partitions)
         self._describe_now.set()
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Fenced (our session expired): another member may own them already; stop deciding for them at once."""
-        log.warning("store %s lost partitions %s", self._ownership.own_url, sorted(tp.partition for tp in partitions))
-        self._on_revoke(consumer, partitions)
+    def _on_lost(self, lost: set[int]) -> None:
+        """Fenced (our session expired): another member may own them already; stop deciding for them at once
+        (the member calls `_on_revoke` next)."""
+        log.warning("store %s lost partitions %s", self._ownership.own_url, sorted(lost))
 
     def _tell_loop(self, callback: Callable[[], None]) -> None:
         assert self._loop is not None

@@ -16,10 +16,9 @@ import time
 from typing import get_args
 
 import httpx
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 
-from agl_events.log.clients import make_admin, make_consumer
-from agl_events.log.offsets import partitions_of, watermarks
+from agl_events.log.clients import LogError, make_admin, make_consumer
+from agl_events.log.offsets import groups_committed, partitions_of, watermarks
 from agl_events.runner.tasks import share_group
 from agl_events.samples.stream import default_group
 from agl_events.server.client import experiment_url
@@ -52,7 +51,7 @@ def take(bootstrap: str | None, experiment: str, store_url: str | None, state: U
             snapshot.kafka_error = NO_LOCAL_BROKER
         else:
             _read_kafka(snapshot, bootstrap, timeout)
-    except (KafkaException, RuntimeError) as exc:
+    except (LogError, RuntimeError) as exc:
         snapshot.kafka_error = str(exc)
     if store_url is not None:
         snapshot.store = store_figures(store_url, experiment, auth_token, timeout)
@@ -67,12 +66,7 @@ def _read_kafka(snapshot: Snapshot, bootstrap: str, timeout: float) -> None:
                                                              topic_name(experiment, Topic.SAMPLES)], timeout),
                           timeout)
         groups = experiment_groups(experiment)
-        admin = make_admin(bootstrap)
-        asked = [admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
-                 for group in groups]  # one group per request: the client takes no more
-        committed = {(group, tp.topic, tp.partition): tp.offset
-                     for futures in asked for group, future in futures.items()
-                     for tp in future.result().topic_partitions or [] if tp.offset >= 0}
+        committed = groups_committed(make_admin(bootstrap), groups, timeout)
         for position in {(topic, partition) for _, topic, partition in committed} - set(ends):
             ends.update(watermarks(consumer, [position], timeout))
     finally:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from agl_events.log.records import LoggedEvent
+from agl_events.log.records import LoggedEvent, Position, ReadBatch
 from agl_events.reducers import keys, reduce_explained
 from agl_events.views.kv import KeyValue
-
-Position = tuple[str, int]
 
 log = logging.getLogger(__name__)
 
@@ -19,10 +17,12 @@ class StoreView:
     """Applies events idempotently and answers point reads and ordered scans.
 
     Two ways in: `apply_own` for events this process just appended, so that a caller reads its own
-    writes at once, and `apply_logged` for events read back from the log in order, which advances the
-    stored positions and skips offsets already applied. When the reader reaches an event this process
-    already applied, it only advances the position: folding it again could briefly roll the view back
-    to an older state (a dequeued rollout back in the queue) between two reader batches.
+    writes at once, and `fold` for batches read back from the log in order, which advances the stored
+    positions and skips offsets already applied. Every reader of the log (the store's follower, a rebuild,
+    a processor's partition) folds through `fold`, so positions are kept in one place, one way. When the
+    reader reaches an event this process already applied, it only advances the position: folding it again
+    could briefly roll the view back to an older state (a dequeued rollout back in the queue) between two
+    reader batches.
 
     After a crash the own-applied state may be ahead of the stored positions; replay from those
     positions then re-folds the same events in log order, and since reducers set values rather than
@@ -57,21 +57,31 @@ class StoreView:
         if self._track_own:
             events = [e for e in events if e.offset >= self._positions.get((e.topic, e.partition), 0)]
             self._own_pending.update(e.record["event_id"] for e in events)
-        self._fold(events, advance=False)
+        self._fold(events, None)
 
-    def apply_logged(self, events: Iterable[LoggedEvent]) -> int:
-        """Fold events read from the log; returns how many were new to this view."""
-        fresh = [e for e in events if e.offset >= self._positions.get((e.topic, e.partition), 0)]
-        self._fold(fresh, advance=True)
+    def fold(self, batch: ReadBatch) -> int:
+        """Fold a batch read from the log and store how far it was read (`batch.through`) in the same write,
+        so state and position never part; returns how many events were new to this view.
+
+        Events before a partition's stored position are skipped (delivered again after a restart or a
+        rebalance); positions only move forward."""
+        fresh = [e for e in batch.events if e.offset >= self._positions.get((e.topic, e.partition), 0)]
+        self._fold(fresh, {pos: end for pos, end in batch.through.items() if end > self._positions.get(pos, 0)})
         return len(fresh)
 
-    def _fold(self, events: Iterable[LoggedEvent], advance: bool) -> None:
+    def apply_logged(self, events: Iterable[LoggedEvent]) -> int:
+        """Fold events read from the log, each partition read up to its last event here (see `fold`)."""
+        return self.fold(ReadBatch.of(events))
+
+    def _fold(self, events: Iterable[LoggedEvent], advanced: Mapping[Position, int] | None) -> None:
+        """Reduce `events` into one write; with `advanced` (positions read to), events read back from the log:
+        the ones this process applied already are only confirmed, the positions are written with the state."""
+        advance = advanced is not None
         batch: dict[str, Any] = {}
 
         def read(key: str) -> Any:
             return batch[key] if key in batch else self.kv.get(key)
 
-        advanced: dict[Position, int] = {}
         confirmed: list[str] = []
         ignored: list[tuple[LoggedEvent, str]] = []
         for event in events:
@@ -82,14 +92,13 @@ class StoreView:
                 batch.update(reduced.changes)
                 if advance and reduced.ignored is not None:
                     ignored.append((event, reduced.ignored))
-            if advance:
-                advanced[(event.topic, event.partition)] = event.offset + 1
-                batch[f"{keys.POSITIONS}{event.topic}/{event.partition}"] = event.offset + 1
+        for (topic, partition), end in (advanced or {}).items():
+            batch[f"{keys.POSITIONS}{topic}/{partition}"] = end
         if batch:
             self.kv.write(batch)
         # Only once written: a batch that raised half-way leaves positions and pending as they were, so a
         # retry folds the same events again instead of skipping them.
-        self._positions.update(advanced)
+        self._positions.update(advanced or {})
         self._own_pending.difference_update(confirmed)
         for event, reason in ignored:
             self._on_ignored(event, reason)

@@ -1,5 +1,5 @@
-"""The import graph of the package, read from the source: no circles, pure layers stay pure, the core never
-reaches into the benchmarks.
+"""The import graph of the package, read from the source: no circles, pure layers stay pure, lower layers never
+import higher ones, Kafka's client is imported in one package only, the core never reaches into the benchmarks.
 
 Edges are the modules an `import` names (a `from package import module` names the module), at any depth in
 the file, lazy imports inside functions included: an import hidden in a function is still a dependency.
@@ -91,8 +91,71 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read_from_the_source() -> None:
     graph = _graph()
-    assert "agl_events.store.follower" in graph["agl_events.store.service"]
+    assert "agl_events.log.source" in graph["agl_events.store.follower"]
     assert "agl_events.runner.results" in graph["agl_events.runner.worker"]
+    assert "confluent_kafka" in set(_imports("agl_events.log.clients"))
+    assert "confluent_kafka.schema_registry" in set(_imports("agl_events.log.registry"))  # a lazy import counts
+
+
+#: The one package that talks to Kafka's client library; everything else goes through its interfaces
+#: (`log.sink.EventSink`, `log.source.LogSource`, `log.consumer.GroupConsumer`, ...). Tests may use it directly.
+KAFKA_EDGE = "agl_events.log"
+
+
+def test_only_the_log_package_imports_confluent_kafka() -> None:
+    offenders = {name: sorted(dep for dep in _imports(name) if dep.split(".")[0] == "confluent_kafka")
+                 for name in MODULES if not name.startswith(KAFKA_EDGE + ".")}
+    assert {name: deps for name, deps in offenders.items() if deps} == {}
+
+
+#: The layers of the core, lowest first: a module may import its own layer and the ones below, never one above.
+#: A module is in the layer of the longest prefix that names it; modules in no layer (server, runner, tracer,
+#: replay, processors, the CLI, ...) sit above all of them.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # plain data and settings; process tools
+    ("agl_events.topics", "agl_events.types", "agl_events.semconv", "agl_events.config", "agl_events.proc"),
+    # pure: events and their schemas, reducers, span emitters and adapters, samples' data
+    ("agl_events.events", "agl_events.reducers", "agl_events.emitter", "agl_events.adapter", "agl_events.deploy",
+     "agl_events.samples.model", "agl_events.samples.generations", "agl_events.samples.batching",
+     "agl_events.samples.build"),
+    # the Kafka edge: writers, readers, consumers, admin, codec framing, DLQ
+    (KAFKA_EDGE,),
+    # the local broker and whether a cluster answers
+    ("agl_events.broker",),
+    # views: state folded from the log, with its positions
+    ("agl_events.views",),
+    # the store: commands, committer, follower, group
+    ("agl_events.store",),
+)
+
+
+def _layer(name: str) -> int | None:
+    found = [(len(prefix), index) for index, layer in enumerate(LAYERS) for prefix in layer
+             if name == prefix or name.startswith(prefix + ".")]
+    return max(found)[1] if found else None
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Per module of a layer, the modules it imports from a higher layer (or from no layer: above them all)."""
+    found: dict[str, list[str]] = {}
+    for name, deps in graph.items():
+        own = _layer(name)
+        if own is None:
+            continue
+        up = sorted(dep for dep in deps if (layer := _layer(dep)) is None or layer > own)
+        if up:
+            found[name] = up
+    return found
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    assert _upward_imports(_graph()) == {}
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    graph = {"agl_events.log.writer": {"agl_events.store.committer", "agl_events.events.codec"},
+             "agl_events.store.committer": {"agl_events.log.writer"}, "agl_events.server.app": {"agl_events.store"}}
+    assert _upward_imports(graph) == {"agl_events.log.writer": ["agl_events.store.committer"]}
 
 
 def test_no_import_circles() -> None:

@@ -1,0 +1,110 @@
+"""A consumer in a consumer group, for readers whose progress the group keeps (the store's ingester, a trainer's
+sample stream, a runner's stop watcher): records come out as `RawRecord`s, partitions as numbers and positions,
+so nothing outside `agl_events.log` handles confluent-kafka's types.
+
+Views keep their own positions and read with `log.reader.EventReader` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, KafkaError, Message, TopicPartition
+
+from agl_events.log.clients import Consumer, make_consumer
+from agl_events.log.records import Position, RawRecord
+
+log = logging.getLogger(__name__)
+
+#: Called with the partitions a rebalance moved (on this consumer's poll thread).
+Rebalanced = Callable[[list[Position]], None]
+
+
+class Start(Enum):
+    """Where an assigned partition is read from."""
+
+    STORED = OFFSET_STORED  # the group's committed offset (the reset policy's where none is)
+    BEGINNING = OFFSET_BEGINNING
+    END = OFFSET_END  # only what is appended from now on
+
+
+def raw_of(msg: Message) -> RawRecord:
+    """A consumed message as the record every reader outside the log handles."""
+    return RawRecord(msg.topic() or "", msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value(),
+                     dict(msg.headers() or []), max(msg.timestamp()[1], 0))
+
+
+def is_end(msg: Message) -> bool:
+    """Whether `msg` only says its partition has no more records now (`enable.partition.eof`)."""
+    error = msg.error()
+    return error is not None and error.code() == KafkaError._PARTITION_EOF
+
+
+def records_of(messages: Iterable[Message], what: str) -> list[RawRecord]:
+    """The records among consumed `messages`: partition ends are skipped, errors logged (as `what`'s) and skipped."""
+    out = []
+    for msg in messages:
+        if msg.error() is None:
+            out.append(raw_of(msg))
+        elif not is_end(msg):
+            log.warning("%s consumer error: %s", what, msg.error())
+    return out
+
+
+class GroupConsumer:
+    """One consumer of `group_id` (commits only when told: `log.clients.consumer_config`). Not thread-safe: one
+    thread calls it at a time."""
+
+    def __init__(self, bootstrap: str, group_id: str, what: str, **overrides: object) -> None:
+        """`what` names the reader in logged errors ("task-requests", "samples")."""
+        self._consumer: Consumer = make_consumer(bootstrap, group_id, **overrides)
+        self._what = what
+
+    def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
+        """The partitions of `topic`; RuntimeError saying how to create it when it does not exist."""
+        info = self._consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if info is None or info.error is not None:
+            raise RuntimeError(f"topic {topic} does not exist; run `agl-events topics create`")
+        return sorted(info.partitions)
+
+    def assign(self, topic: str, start: Start) -> None:
+        """Read every partition of `topic` from `start`, outside the group's rebalancing (no waiting for a dead
+        member's session to end)."""
+        self._consumer.assign([TopicPartition(topic, p, start.value) for p in self.partitions(topic)])
+
+    def subscribe(self, topic: str, on_assign: Rebalanced | None = None, on_revoke: Rebalanced | None = None
+                  ) -> None:
+        """Join the group for `topic`; the callbacks hear of partitions moved to and from this member."""
+        callbacks = {}
+        if on_assign is not None:
+            callbacks["on_assign"] = _positions_to(on_assign)
+        if on_revoke is not None:
+            callbacks["on_revoke"] = _positions_to(on_revoke)
+        self._consumer.subscribe([topic], **callbacks)
+
+    def consume(self, max_records: int, timeout: float) -> list[RawRecord]:
+        """Up to `max_records` records within `timeout` (it waits the whole timeout unless that many come)."""
+        return records_of(self._consumer.consume(max_records, timeout), self._what)
+
+    def commit(self, next_offsets: Mapping[Position, int], wait: bool = True) -> None:
+        """Store the next offset to read per partition as the group's progress; `wait`: until the group has it."""
+        if next_offsets:
+            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()],
+                                  asynchronous=not wait)
+
+    def seek(self, position: Position, offset: int) -> None:
+        """Read `position` again from `offset` (an assigned partition)."""
+        self._consumer.seek(TopicPartition(*position, offset))
+
+    def close(self) -> None:
+        """Leave the group (a subscribed member's partitions move at once) and release the connection."""
+        self._consumer.close()
+
+
+def _positions_to(callback: Rebalanced) -> Callable[[Consumer, list[TopicPartition]], None]:
+    def call(_: Consumer, partitions: list[TopicPartition]) -> None:
+        callback([(tp.topic, tp.partition) for tp in partitions])
+
+    return call

@@ -1,0 +1,95 @@
+"""A share-group (KIP-932) member: records handed to one member at a time, each settled by the member.
+
+A share group lets any number of members read one partition, so an idle member gets the next record while
+another holds a slow one (the runners' task queue, `runner.tasks`). A record is locked to the member that
+fetched it until the member settles it (`Outcome`) or the lock expires; `configure_share_group` sets where a
+new group starts and how long a lock lasts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from enum import Enum
+
+from confluent_kafka import AcknowledgeType, KafkaException, Message
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+from agl_events.log.clients import make_admin, make_share_consumer
+from agl_events.log.consumer import raw_of, records_of
+from agl_events.log.records import RawRecord
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(Enum):
+    """How a member settles a record it was handed."""
+
+    ACCEPT = AcknowledgeType.ACCEPT  # done with: nobody gets it again
+    RELEASE = AcknowledgeType.RELEASE  # not taken: another member may have it now
+    REJECT = AcknowledgeType.REJECT  # unusable: nobody gets it again, and it counts as failed
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """A record this member holds the lock of, until it settles it."""
+
+    record: RawRecord
+    #: The client's message, which settling it names; nothing to read from outside this module.
+    handle: Message = field(repr=False, compare=False)
+
+
+def configure_share_group(bootstrap: str, group: str, lock_ms: int) -> None:
+    """Start `group` at the log's beginning (a share group starts at its end by default: records written before
+    the first member must count), and lock fetched records for `lock_ms` where the broker allows it (it refuses
+    values under `group.share.min.record.lock.duration.ms`; the group then keeps the broker's default)."""
+    admin = make_admin(bootstrap)
+
+    def set_config(name: str, value: str) -> None:
+        entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result()
+
+    set_config("share.auto.offset.reset", "earliest")
+    try:
+        set_config("share.record.lock.duration.ms", str(lock_ms))
+    except KafkaException as exc:
+        log.warning("keeping the broker's record lock duration for %s: %s", group, exc)
+
+
+class ShareMember:
+    """One member of share group `group`, settling records explicitly. `max_records`: the most one poll hands
+    out. Thread-safe as confluent-kafka's share consumer is: one thread polls, settles and closes."""
+
+    def __init__(self, bootstrap: str, group: str, max_records: int = 1, **overrides: object) -> None:
+        self._consumer = make_share_consumer(bootstrap, group, **{
+            "share.acknowledgement.mode": "explicit", "max.poll.records": max_records,
+            "log_level": 3,  # the client warns that share consumers are a preview on every start
+            **overrides})
+
+    def subscribe(self, topic: str) -> None:
+        self._consumer.subscribe([topic])
+
+    def unsubscribe(self) -> None:
+        """Leave the group: records this member fetched ahead go back to the others at once."""
+        self._consumer.unsubscribe()
+
+    def poll(self, timeout: float) -> list[Acquired]:
+        """The records handed to this member within `timeout` (errors are logged and skipped)."""
+        return [Acquired(raw_of(msg), msg) for msg in self._consumer.poll(timeout)
+                if records_of([msg], "share group")]
+
+    def settle(self, acquired: Acquired, outcome: Outcome) -> bool:
+        """Record the outcome; it reaches the broker with the next poll (a separate commit costs a round trip).
+        False when the broker will not take it (the lock expired and the record went to another member)."""
+        try:
+            self._consumer.acknowledge(acquired.handle, outcome.value)
+        except KafkaException as exc:
+            log.info("acknowledgement refused (lock expired?): %s", exc)
+            return False
+        return True
+
+    def close(self) -> None:
+        """Send the outcomes not sent yet, then leave the group."""
+        self._consumer.commit_sync()
+        self._consumer.close()

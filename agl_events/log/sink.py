@@ -1,0 +1,49 @@
+"""What writers to the log are to their callers: Kafka's `EventWriter` and the in-memory log (`log.memory`) are
+both, so the store's committer, the tracer and the LLM proxy's recorder run, and are tested, on either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
+
+
+class AppendError(RuntimeError):
+    """The log refused or lost an append; nothing was acknowledged for that event."""
+
+
+class EventLog(Protocol):
+    """Where the store's decided events become durable (`store.committer`)."""
+
+    def encode(self, new: NewEvent) -> bytes:
+        """The bytes the log stores for `new`; raises for an event it cannot take (off its schema, too large)."""
+        ...
+
+    def append(self, events: Sequence[EncodedEvent]) -> Awaitable[list[LoggedEvent]]:
+        """Queue `events` at once, in call order (or raise if the log refuses them at once); the result resolves
+        to them as logged only when every one is acknowledged."""
+        ...
+
+    def close(self) -> None:
+        """Flush what is pending (bounded), then release the connection. Blocking."""
+        ...
+
+
+class EventSink(EventLog, Protocol):
+    """A process's writer, as span writers use it (the tracer streams, the proxy's recorder appends)."""
+
+    @property
+    def producer_id(self) -> str:
+        """Who writes: the `producer_id` every event of this writer carries."""
+        ...
+
+    def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+        """Queue `events` and return; `on_delivery` hears of each once logged (with its offset) or lost (an
+        AppendError), on any thread. Raises, queueing nothing, for an event the log cannot take."""
+        ...
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Send what is queued now and serve the delivery callbacks, for at most `timeout` seconds. Blocking."""
+        ...
