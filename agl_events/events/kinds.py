@@ -1,8 +1,8 @@
-"""The one registry of event kinds: which topic each is appended to, and whether views fold it.
+"""The one registry of event kinds: the typed class of each, which topic it is appended to, whether views fold it.
 
-Schemas (`schemas/<Kind>.avsc`), the topic layout, the reducers and the store service all read this table,
-and a test checks that they agree: adding a kind means adding it here, its schema, and (if folded) its
-reducer. Pure: imports only the topic layout.
+Schemas (`schemas/<Kind>.avsc`), the typed classes (`events.typed`), the topic layout, the reducers and the
+store service all read this table, and tests check that they agree: adding a kind means adding it here, its
+schema, its class, and (if folded) its reducer. Pure: imports only the topic layout and the typed classes.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agl_events.events import typed
 from agl_events.topics import Topic
 
 
@@ -38,34 +39,35 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class KindSpec:
-    """Where a kind lives. `folded`: the store's view changes with it (else it is for other readers: runners,
-    the samples processor, trainers)."""
+    """Where a kind lives and what it is. `event`: its typed class (named as the kind). `folded`: the store's
+    view changes with it (else it is for other readers: runners, the samples processor, trainers)."""
 
     topic: Topic
+    event: type[typed.Event]
     folded: bool = True
 
 
 KINDS: dict[str, KindSpec] = {
-    Kind.ROLLOUT_ENQUEUED: KindSpec(Topic.ROLLOUTS),
-    Kind.ROLLOUT_STARTED: KindSpec(Topic.ROLLOUTS),
-    Kind.ROLLOUT_UPDATED: KindSpec(Topic.ROLLOUTS),
-    Kind.ROLLOUT_STATUS_CHANGED: KindSpec(Topic.ROLLOUTS),
-    Kind.ATTEMPT_CREATED: KindSpec(Topic.ATTEMPTS),
-    Kind.ATTEMPT_STATUS_CHANGED: KindSpec(Topic.ATTEMPTS),
-    Kind.ATTEMPT_UPDATED: KindSpec(Topic.ATTEMPTS),
-    Kind.ATTEMPT_HEARTBEAT: KindSpec(Topic.ATTEMPTS),
-    Kind.SPAN_ADDED: KindSpec(Topic.SPANS),
-    Kind.SPAN_SEQUENCE_RESERVED: KindSpec(Topic.SPANS),
-    Kind.ROLLOUT_FINISHED: KindSpec(Topic.SPANS, folded=False),
-    Kind.RESOURCES_PUBLISHED: KindSpec(Topic.RESOURCES),
-    Kind.RESOURCES_UPDATED: KindSpec(Topic.RESOURCES),
-    Kind.WORKER_HEARTBEAT: KindSpec(Topic.WORKERS),
-    Kind.WORKER_STATUS_CHANGED: KindSpec(Topic.WORKERS),
-    Kind.RUNNERS_STOP_REQUESTED: KindSpec(Topic.CONTROL, folded=False),
-    Kind.TASK_DISPATCHED: KindSpec(Topic.TASKS, folded=False),
-    Kind.SAMPLE_ADDED: KindSpec(Topic.SAMPLES, folded=False),
-    Kind.TASK_REQUESTED: KindSpec(Topic.TASK_REQUESTS, folded=False),
-    Kind.PROMPT_CANDIDATE_RECORDED: KindSpec(Topic.RESOURCES),
+    Kind.ROLLOUT_ENQUEUED: KindSpec(Topic.ROLLOUTS, typed.RolloutEnqueued),
+    Kind.ROLLOUT_STARTED: KindSpec(Topic.ROLLOUTS, typed.RolloutStarted),
+    Kind.ROLLOUT_UPDATED: KindSpec(Topic.ROLLOUTS, typed.RolloutUpdated),
+    Kind.ROLLOUT_STATUS_CHANGED: KindSpec(Topic.ROLLOUTS, typed.RolloutStatusChanged),
+    Kind.ATTEMPT_CREATED: KindSpec(Topic.ATTEMPTS, typed.AttemptCreated),
+    Kind.ATTEMPT_STATUS_CHANGED: KindSpec(Topic.ATTEMPTS, typed.AttemptStatusChanged),
+    Kind.ATTEMPT_UPDATED: KindSpec(Topic.ATTEMPTS, typed.AttemptUpdated),
+    Kind.ATTEMPT_HEARTBEAT: KindSpec(Topic.ATTEMPTS, typed.AttemptHeartbeat),
+    Kind.SPAN_ADDED: KindSpec(Topic.SPANS, typed.SpanAdded),
+    Kind.SPAN_SEQUENCE_RESERVED: KindSpec(Topic.SPANS, typed.SpanSequenceReserved),
+    Kind.ROLLOUT_FINISHED: KindSpec(Topic.SPANS, typed.RolloutFinished, folded=False),
+    Kind.RESOURCES_PUBLISHED: KindSpec(Topic.RESOURCES, typed.ResourcesPublished),
+    Kind.RESOURCES_UPDATED: KindSpec(Topic.RESOURCES, typed.ResourcesUpdated),
+    Kind.WORKER_HEARTBEAT: KindSpec(Topic.WORKERS, typed.WorkerHeartbeat),
+    Kind.WORKER_STATUS_CHANGED: KindSpec(Topic.WORKERS, typed.WorkerStatusChanged),
+    Kind.RUNNERS_STOP_REQUESTED: KindSpec(Topic.CONTROL, typed.RunnersStopRequested, folded=False),
+    Kind.TASK_DISPATCHED: KindSpec(Topic.TASKS, typed.TaskDispatched, folded=False),
+    Kind.SAMPLE_ADDED: KindSpec(Topic.SAMPLES, typed.SampleAdded, folded=False),
+    Kind.TASK_REQUESTED: KindSpec(Topic.TASK_REQUESTS, typed.TaskRequested, folded=False),
+    Kind.PROMPT_CANDIDATE_RECORDED: KindSpec(Topic.RESOURCES, typed.PromptCandidateRecorded),
 }
 
 #: Kinds after which a rollout may have reached a finished status (wakes `wait_for_rollouts`).

@@ -3,6 +3,10 @@
 No I/O: a reducer reads the current view through a function and returns the keys to write, so the
 same code serves the live store, replay from offset 0 and unit tests on a plain dict. Every reducer
 sets values rather than adding to them, so applying an event twice leaves the view as once.
+
+Reducers take typed events (`events.typed`) and read their attributes. Fold drivers hand over decoded
+records, which become typed events here, in the dispatch; a command's own event is folded as it was built
+(`reduce_event`), with no record in between.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from agl_events.events.kinds import KINDS, Kind, UnknownEventKind
+from agl_events.events.typed import Event
 from agl_events.reducers import attempts, candidates, resources, rollouts, spans, workers
 from agl_events.reducers.changes import Changes, Pending, Read
 
-Reducer = Callable[[Pending, dict[str, Any]], None]
+Reducer = Callable[[Pending, Any], None]  # each takes the typed event of its kind
 
 REDUCERS: dict[str, Reducer] = {
     Kind.ROLLOUT_ENQUEUED: rollouts.rollout_enqueued,
@@ -47,10 +52,20 @@ def reduce_explained(read: Read, kind: str, record: dict[str, Any]) -> Pending:
     pending = Pending(read)
     reducer = REDUCERS.get(kind)
     if reducer is not None:
-        reducer(pending, record)
+        reducer(pending, KINDS[kind].event.from_record(record))
     elif kind not in KINDS:
         raise UnknownEventKind(f"no reducer and no registry entry for event kind {kind!r}")
     return pending
 
 
-__all__ = ["REDUCERS", "Changes", "Pending", "Read", "UnknownEventKind", "reduce", "reduce_explained"]
+def reduce_event(read: Read, event: Event) -> Changes:
+    """The changes a typed event makes (the kinds of `events.typed` are all registered)."""
+    pending = Pending(read)
+    reducer = REDUCERS.get(event.kind)
+    if reducer is not None:
+        reducer(pending, event)
+    return pending.changes
+
+
+__all__ = ["REDUCERS", "Changes", "Pending", "Read", "UnknownEventKind", "reduce", "reduce_event",
+           "reduce_explained"]

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from agl_events.events.convert import resources_from_record
+from agl_events.events.typed import ResourcesPublished, ResourcesUpdated
 from agl_events.reducers import keys
 from agl_events.reducers.changes import Pending
 
 
-def resources_published(view: Pending, record: dict[str, Any]) -> None:
-    snapshot = resources_from_record(record["resources"])
-    view.create(keys.resources(snapshot["resources_id"]), snapshot, "resources")
+def resources_published(view: Pending, event: ResourcesPublished | ResourcesUpdated) -> None:
+    snapshot = event.resources
+    view.create(keys.resources(snapshot.resources_id), snapshot.to_model(), "resources")
     latest_id = view.get(keys.LATEST_RESOURCES)
     latest = view.get(keys.resources(latest_id)) if latest_id is not None else None
-    if latest is None or latest_id == snapshot["resources_id"] or snapshot["update_time"] >= latest["update_time"]:
-        view.put(keys.LATEST_RESOURCES, snapshot["resources_id"])
+    if latest is None or latest_id == snapshot.resources_id or snapshot.update_time >= latest["update_time"]:
+        view.put(keys.LATEST_RESOURCES, snapshot.resources_id)
 
 
 resources_updated = resources_published

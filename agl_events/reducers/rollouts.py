@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from agl_events.events.convert import rollout_from_record
+from agl_events.events.typed import RolloutEnqueued, RolloutStarted, RolloutStatusChanged, RolloutUpdated
 from agl_events.reducers import keys
 from agl_events.reducers.changes import Pending
 from agl_events.types import QUEUING_STATUSES, RUNNING_STATUSES
@@ -34,35 +32,36 @@ def _sync_queue(view: Pending, rid: str, status: str, queue_seq: int | None) -> 
         view.chmax(keys.QUEUE_SEQ, queue_seq)
 
 
-def rollout_enqueued(view: Pending, record: dict[str, Any]) -> None:
-    rollout = rollout_from_record(record["rollout"])
-    view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
-    _sync_queue(view, rollout["rollout_id"], rollout["status"], record["queue_seq"])
-    task_key = (rollout.get("metadata") or {}).get(TASK_KEY)
+def rollout_enqueued(view: Pending, event: RolloutEnqueued) -> None:
+    rollout = event.rollout.to_model()
+    rid = event.rollout.rollout_id
+    view.create(keys.rollout(rid), rollout, "rollouts")
+    _sync_queue(view, rid, event.rollout.status, event.queue_seq)
+    task_key = (rollout["metadata"] or {}).get(TASK_KEY)
     if isinstance(task_key, str):  # an ingested task request: its key -> this rollout (set, so replay-safe)
-        view.put(keys.task_key(task_key), rollout["rollout_id"])
+        view.put(keys.task_key(task_key), rid)
 
 
-def rollout_started(view: Pending, record: dict[str, Any]) -> None:
-    rollout = rollout_from_record(record["rollout"])
-    view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
-    _sync_queue(view, rollout["rollout_id"], rollout["status"], None)
+def rollout_started(view: Pending, event: RolloutStarted) -> None:
+    rid = event.rollout.rollout_id
+    view.create(keys.rollout(rid), event.rollout.to_model(), "rollouts")
+    _sync_queue(view, rid, event.rollout.status, None)
 
 
-def rollout_updated(view: Pending, record: dict[str, Any]) -> None:
-    rollout = rollout_from_record(record["rollout"])
-    view.create(keys.rollout(rollout["rollout_id"]), rollout, "rollouts")
-    _sync_queue(view, rollout["rollout_id"], rollout["status"], record["queue_seq"])
+def rollout_updated(view: Pending, event: RolloutUpdated) -> None:
+    rid = event.rollout.rollout_id
+    view.create(keys.rollout(rid), event.rollout.to_model(), "rollouts")
+    _sync_queue(view, rid, event.rollout.status, event.queue_seq)
 
 
-def rollout_status_changed(view: Pending, record: dict[str, Any]) -> None:
-    rid = record["rollout_id"]
+def rollout_status_changed(view: Pending, event: RolloutStatusChanged) -> None:
+    rid = event.rollout_id
     rollout = view.get(keys.rollout(rid))
     if rollout is None:
-        view.ignore(f"no rollout {rid}: a status change ({record['status']}) for a rollout never enqueued")
+        view.ignore(f"no rollout {rid}: a status change ({event.status}) for a rollout never enqueued")
         return
-    changed = {**rollout, "status": record["status"]}
-    if record["end_time"] is not None:
-        changed["end_time"] = record["end_time"]
+    changed = {**rollout, "status": event.status}
+    if event.end_time is not None:
+        changed["end_time"] = event.end_time
     view.put(keys.rollout(rid), changed)
-    _sync_queue(view, rid, record["status"], record["queue_seq"])
+    _sync_queue(view, rid, event.status, event.queue_seq)

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from agl_events.events.typed import WorkerHeartbeat, WorkerStatusChanged
 from agl_events.reducers import keys
 from agl_events.reducers.changes import Pending
 
@@ -20,19 +21,19 @@ def _worker(view: Pending, wid: str) -> dict[str, Any]:
     }
 
 
-def worker_heartbeat(view: Pending, record: dict[str, Any]) -> None:
-    worker = {**_worker(view, record["worker_id"]), "last_heartbeat_time": record["time"]}
-    if record["stats_given"]:
-        stats = record["heartbeat_stats_json"]
+def worker_heartbeat(view: Pending, event: WorkerHeartbeat) -> None:
+    worker = {**_worker(view, event.worker_id), "last_heartbeat_time": event.time}
+    if event.stats_given:
+        stats = event.heartbeat_stats_json
         worker["heartbeat_stats"] = None if stats is None else orjson.loads(stats)
-    view.create(keys.worker(record["worker_id"]), worker, "workers")
+    view.create(keys.worker(event.worker_id), worker, "workers")
 
 
-def worker_status_changed(view: Pending, record: dict[str, Any]) -> None:
-    worker = {**_worker(view, record["worker_id"]), "status": record["status"],
-              "current_rollout_id": record["current_rollout_id"],
-              "current_attempt_id": record["current_attempt_id"]}
-    for field in ("last_dequeue_time", "last_busy_time", "last_idle_time"):
-        if record[field] is not None:
-            worker[field] = record[field]
-    view.create(keys.worker(record["worker_id"]), worker, "workers")
+def worker_status_changed(view: Pending, event: WorkerStatusChanged) -> None:
+    worker = {**_worker(view, event.worker_id), "status": event.status,
+              "current_rollout_id": event.current_rollout_id, "current_attempt_id": event.current_attempt_id}
+    for field, value in (("last_dequeue_time", event.last_dequeue_time), ("last_busy_time", event.last_busy_time),
+                         ("last_idle_time", event.last_idle_time)):
+        if value is not None:
+            worker[field] = value
+    view.create(keys.worker(event.worker_id), worker, "workers")

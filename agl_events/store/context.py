@@ -11,8 +11,9 @@ import heapq
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from agl_events.log.records import NewEvent, event
-from agl_events.reducers import keys, reduce
+from agl_events.events.typed import Decided
+from agl_events.log.records import NewEvent
+from agl_events.reducers import keys, reduce_event
 from agl_events.store.ownership import EVERYWHERE, Placement
 from agl_events.views.store_view import StoreView
 
@@ -71,9 +72,11 @@ class DecisionContext:
         self.now = max(self.now, child.now)
 
     # -- writes --------------------------------------------------------------------------------
-    def emit(self, kind: str, key: str, **fields: Any) -> NewEvent:
-        new = event(kind, key, self.now, self.producer_id, **fields)
-        for changed, value in reduce(self.get, kind, new.record).items():
+    def emit(self, event: Decided) -> NewEvent:
+        """Decide `event` now, as this store: folded into the overlay at once, appended with the batch."""
+        stamped = event.stamp(self.now, self.producer_id)
+        new = NewEvent(stamped.kind, stamped.key, stamped.to_record())
+        for changed, value in reduce_event(self.get, stamped).items():
             self.overlay[changed] = _DELETED if value is None else value
         self.events.append(new)
         return new

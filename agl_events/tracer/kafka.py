@@ -30,8 +30,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from agl_events.emitter.spans import INSTRUMENTATION_NAME, set_active_provider
-from agl_events.events.convert import span_record
-from agl_events.log.records import LoggedEvent, NewEvent, event
+from agl_events.events.typed import SpanAdded
+from agl_events.log.records import LoggedEvent, NewEvent
 from agl_events.log.writer import AppendError, EventWriter
 from agl_events.semconv import LightningResourceAttributes
 from agl_events.tracer.convert import otel_span_dict
@@ -264,8 +264,10 @@ def with_route(span: dict[str, Any]) -> dict[str, Any]:
 
 
 def span_event(span: dict[str, Any], producer_id: str) -> NewEvent:
-    """The SpanAdded event of a span in the JSON shape of our `Span` (lists, not tuples)."""
-    return event("SpanAdded", span["rollout_id"], time.time(), producer_id, span=span_record(span))
+    """The SpanAdded event of a span in the JSON shape of our `Span` (lists, not tuples), decided now by
+    `producer_id`: what the tracer and the LLM proxy's recorder append straight to the span topic."""
+    added = SpanAdded.of(span).stamp(time.time(), producer_id)
+    return NewEvent(added.kind, added.key, added.to_record())
 
 
 def span_added(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int, producer_id: str) -> NewEvent:

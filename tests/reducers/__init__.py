@@ -1,7 +1,8 @@
 """Pure tests of the reducers: events folded into a plain dict, as the view folds them into RocksDB.
 
-Hand-written events go through the real codec (encode, then decode), so each record has exactly the
-shape the log delivers, schema defaults included, and a test cannot fold a record the log would reject.
+Events are built as commands build them (typed, `events.typed`) and go through the real codec (encode, then
+decode), so each record has exactly the shape the log delivers and a test cannot fold a record the log would
+reject.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import orjson
 
 from agl_events.events.codec import AvroCodec
 from agl_events.events.kinds import spec
-from agl_events.log.records import LoggedEvent, event
+from agl_events.events.typed import Decided
+from agl_events.log.records import LoggedEvent
 from agl_events.reducers import Changes, reduce
 
 View = dict[str, Any]
@@ -21,11 +23,11 @@ View = dict[str, Any]
 _CODEC = AvroCodec()
 
 
-def logged(kind: str, key: str, time: float = 1.0, **fields: Any) -> LoggedEvent:
-    """Event `kind` decided at `time`, with the header every schema carries, as a reader gets it back."""
-    record = event(kind, key, time, "test", **fields).record
-    decoded = _CODEC.decode(_CODEC.encode(kind, record)).record
-    return LoggedEvent(kind, key, decoded, spec(kind).topic.value, 0, 0)
+def logged(event: Decided, time: float = 1.0) -> LoggedEvent:
+    """`event` decided at `time`, as a reader gets it back from the log."""
+    stamped = event.stamp(time, "test")
+    decoded = _CODEC.decode(_CODEC.encode(stamped.kind, stamped.to_record())).record
+    return LoggedEvent(stamped.kind, stamped.key, decoded, spec(stamped.kind).topic.value, 0, 0)
 
 
 def apply(view: View, changes: Changes) -> None:

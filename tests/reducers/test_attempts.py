@@ -4,29 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from agl_events.events.convert import attempt_record
+from agl_events.events.typed import Attempt, AttemptCreated, AttemptHeartbeat, AttemptStatusChanged, AttemptUpdated
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from tests.reducers import changes_of, fold, logged
 
 
-def _attempt(rid: str, aid: str, seq: int, **fields: Any) -> dict[str, Any]:
-    return attempt_record({"rollout_id": rid, "attempt_id": aid, "sequence_id": seq, "start_time": 1.0,
+def _attempt(rid: str, aid: str, seq: int, **fields: Any) -> Attempt:
+    return Attempt.of({"rollout_id": rid, "attempt_id": aid, "sequence_id": seq, "start_time": 1.0,
                            "end_time": None, "status": "preparing", "worker_id": None,
                            "last_heartbeat_time": None, "metadata": None, **fields})
 
 
 def created(rid: str, aid: str, seq: int) -> LoggedEvent:
-    return logged("AttemptCreated", rid, attempt=_attempt(rid, aid, seq))
+    return logged(AttemptCreated(attempt=_attempt(rid, aid, seq)))
 
 
 def status_changed(rid: str, aid: str, status: str, end_time: float | None = None) -> LoggedEvent:
-    return logged("AttemptStatusChanged", rid, rollout_id=rid, attempt_id=aid, status=status,
-                  previous_status="preparing", end_time=end_time)
+    return logged(AttemptStatusChanged(rollout_id=rid, attempt_id=aid, status=status, previous_status="preparing",
+                                       end_time=end_time))
 
 
 def heartbeat(rid: str, aid: str, at: float) -> LoggedEvent:
-    return logged("AttemptHeartbeat", rid, rollout_id=rid, attempt_id=aid, heartbeat_time=at)
+    return logged(AttemptHeartbeat(rollout_id=rid, attempt_id=aid, heartbeat_time=at))
 
 
 def test_a_created_attempt_is_stored_indexed_and_counted() -> None:
@@ -46,8 +46,8 @@ def test_a_rollouts_attempts_scan_in_sequence_order_and_apart_from_others() -> N
 
 
 def test_an_update_replaces_the_attempt_without_counting_a_new_one() -> None:
-    update = logged("AttemptUpdated", "ro-a", changed=["status", "metadata"],
-                    attempt=_attempt("ro-a", "at-1", 1, status="running", metadata={"k": 1}))
+    update = logged(AttemptUpdated(changed=["status", "metadata"],
+                                   attempt=_attempt("ro-a", "at-1", 1, status="running", metadata={"k": 1})))
     view = fold([created("ro-a", "at-1", 1), update])
     assert view[keys.attempt("ro-a", 1)]["status"] == "running"
     assert view[keys.attempt("ro-a", 1)]["metadata"] == {"k": 1}

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from agl_events.events.typed import PromptCandidateRecorded
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from tests.reducers import fold, logged
 
 
 def step(stage: str, candidate: str, time: float, **fields: Any) -> LoggedEvent:
-    return logged("PromptCandidateRecorded", candidate, time, run_id="run-1", candidate_id=candidate, stage=stage,
-                  **{"round": 1, **fields})
+    return logged(PromptCandidateRecorded(run_id="run-1", candidate_id=candidate, stage=stage,
+                                          **{"round": 1, **fields}), time)
 
 
 def test_a_proposed_candidate_gathers_its_scores_by_round_and_scope() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agl_events.events.kinds import UnknownEventKind
+from agl_events.events.typed import TaskDispatched
 from agl_events.reducers import keys, reduce
 from agl_events.reducers.changes import Pending
 from tests.reducers import logged
@@ -16,8 +17,7 @@ def test_an_unknown_kind_is_refused_loudly() -> None:
 
 
 def test_kinds_outside_the_view_change_nothing() -> None:
-    dispatched = logged("TaskDispatched", "ro-a", rollout_id="ro-a", attempt_id=None, attempt_sequence_id=None,
-                        worker_id=None, resources_id=None, mode=None, input_json="{}", queue_seq=1)
+    dispatched = logged(TaskDispatched(rollout_id="ro-a", input_json="{}", queue_seq=1))
     assert reduce({}.get, dispatched.kind, dispatched.record) == {}
 
 

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from agl_events.events.convert import resources_record
+from agl_events.events.typed import ResourcesPublished, ResourcesSnapshot, ResourcesUpdated
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from tests.reducers import fold, logged
 from tests.store import prompt
 
 
-def published(rs_id: str, update_time: float, version: int = 1, kind: str = "ResourcesPublished") -> LoggedEvent:
+def published(rs_id: str, update_time: float, version: int = 1,
+              kind: type[ResourcesPublished | ResourcesUpdated] = ResourcesPublished) -> LoggedEvent:
     snapshot = {"resources_id": rs_id, "version": version, "create_time": 1.0, "update_time": update_time,
                 "resources": {"main": prompt(f"{rs_id} v{version}")}}
-    return logged(kind, rs_id, resources=resources_record(snapshot))
+    return logged(kind(resources=ResourcesSnapshot.of(snapshot)))
 
 
 def updated(rs_id: str, update_time: float, version: int) -> LoggedEvent:
-    return published(rs_id, update_time, version, "ResourcesUpdated")
+    return published(rs_id, update_time, version, ResourcesUpdated)
 
 
 def test_published_resources_are_stored_counted_and_latest() -> None:

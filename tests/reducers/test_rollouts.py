@@ -4,31 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from agl_events.events.convert import rollout_record
+from agl_events.events.typed import Rollout, RolloutEnqueued, RolloutStarted, RolloutStatusChanged, RolloutUpdated
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.types import RolloutConfig
 from tests.reducers import View, changes_of, fold, logged
 
 
-def _rollout(rid: str, status: str = "queuing", **fields: Any) -> dict[str, Any]:
-    return rollout_record({"rollout_id": rid, "input": {"task": rid}, "start_time": 1.0, "end_time": None,
+def _rollout(rid: str, status: str = "queuing", **fields: Any) -> Rollout:
+    return Rollout.of({"rollout_id": rid, "input": {"task": rid}, "start_time": 1.0, "end_time": None,
                            "mode": None, "resources_id": None, "status": status,
                            "config": RolloutConfig().model_dump(), "metadata": {}, **fields})
 
 
 def enqueued(rid: str, queue_seq: int) -> LoggedEvent:
-    return logged("RolloutEnqueued", rid, rollout=_rollout(rid), queue_seq=queue_seq)
+    return logged(RolloutEnqueued(rollout=_rollout(rid), queue_seq=queue_seq))
 
 
 def status_changed(rid: str, status: str, queue_seq: int | None = None, end_time: float | None = None) -> LoggedEvent:
-    return logged("RolloutStatusChanged", rid, rollout_id=rid, status=status, previous_status="queuing",
-                  end_time=end_time, queue_seq=queue_seq, cause="test")
+    return logged(RolloutStatusChanged(rollout_id=rid, status=status, previous_status="queuing", end_time=end_time,
+                                       queue_seq=queue_seq, cause="test"))
 
 
 def updated(rid: str, status: str, queue_seq: int | None = None, **fields: Any) -> LoggedEvent:
-    return logged("RolloutUpdated", rid, rollout=_rollout(rid, status, **fields), changed=["status"],
-                  queue_seq=queue_seq)
+    return logged(RolloutUpdated(rollout=_rollout(rid, status, **fields), changed=["status"], queue_seq=queue_seq))
 
 
 def queue(view: View) -> list[str]:
@@ -53,7 +52,7 @@ def test_the_queue_sorts_by_queue_position_whatever_the_fold_order() -> None:
 
 
 def test_a_started_rollout_is_active_and_never_queued() -> None:
-    view = fold([logged("RolloutStarted", "ro-a", rollout=_rollout("ro-a", "preparing"))])
+    view = fold([logged(RolloutStarted(rollout=_rollout("ro-a", "preparing")))])
     assert view[keys.rollout("ro-a")]["status"] == "preparing"
     assert view[keys.active("ro-a")] == 1
     assert queue(view) == [] and keys.queued("ro-a") not in view

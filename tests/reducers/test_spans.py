@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agl_events.events.convert import span_record
+from agl_events.events.typed import SpanAdded, SpanSequenceReserved
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.types import Span
@@ -11,11 +11,11 @@ from tests.store import make_span
 
 
 def added(span: Span) -> LoggedEvent:
-    return logged("SpanAdded", span.rollout_id, span=span_record(span.model_dump(mode="json")))
+    return logged(SpanAdded.of(span.model_dump(mode="json")))
 
 
 def reserved(rid: str, seq: int) -> LoggedEvent:
-    return logged("SpanSequenceReserved", rid, rollout_id=rid, attempt_id="at-1", sequence_id=seq)
+    return logged(SpanSequenceReserved(rollout_id=rid, attempt_id="at-1", sequence_id=seq))
 
 
 def spans_of(view: View, rid: str) -> list[Span]:

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import orjson
 
+from agl_events.events.typed import WorkerHeartbeat, WorkerStatusChanged
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from tests.reducers import fold, logged
 
 
 def heartbeat(wid: str, at: float, stats: dict | None = None, given: bool = True) -> LoggedEvent:
-    return logged("WorkerHeartbeat", wid, time=at, worker_id=wid, stats_given=given,
-                  heartbeat_stats_json=None if stats is None else orjson.dumps(stats).decode())
+    return logged(WorkerHeartbeat(worker_id=wid, stats_given=given,
+                                  heartbeat_stats_json=None if stats is None else orjson.dumps(stats).decode()), at)
 
 
 def status_changed(wid: str, status: str, rollout: str | None = None, attempt: str | None = None,
                    busy: float | None = None, idle: float | None = None,
                    dequeue: float | None = None) -> LoggedEvent:
-    return logged("WorkerStatusChanged", wid, worker_id=wid, status=status, last_dequeue_time=dequeue,
-                  last_busy_time=busy, last_idle_time=idle, current_rollout_id=rollout, current_attempt_id=attempt)
+    return logged(WorkerStatusChanged(worker_id=wid, status=status, last_dequeue_time=dequeue, last_busy_time=busy,
+                                      last_idle_time=idle, current_rollout_id=rollout, current_attempt_id=attempt))
 
 
 def test_a_first_heartbeat_creates_the_worker_with_its_stats() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agl_events.store.commands.candidates import step_key
+from agl_events.events.typed import PromptCandidateRecorded
 from agl_events.types import PromptCandidateStep
 
 
@@ -35,5 +35,5 @@ def test_each_step_has_a_key_of_its_own_on_the_compacted_resources_topic() -> No
              PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="scored", round=1, scope="batch"),
              PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="scored", round=1, scope="full"),
              PromptCandidateStep(run_id="r", candidate_id="rs-a", stage="scored", round=2, scope="batch")]
-    keys = [step_key(s.model_dump()) for s in steps]
+    keys = [PromptCandidateRecorded(**s.model_dump()).key for s in steps]
     assert len(set(keys)) == 4 and "rs-a" not in keys  # never the candidate's resources id itself

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agl_events.events.convert import attempt_record
+from agl_events.events.typed import Attempt as AttemptRecord
+from agl_events.events.typed import AttemptCreated, AttemptUpdated, RolloutStatusChanged
 from agl_events.reducers import keys
 from agl_events.store.base import UNSET
 from agl_events.store.commands.dispatch import dispatch
@@ -30,8 +31,9 @@ def set_rollout_status(ctx: DecisionContext, rid: str, status: str, cause: str) 
     rollout = ctx.rollout(rid)
     assert rollout is not None
     queue_seq = ctx.next_queue_seq(rid) if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None else None
-    ctx.emit("RolloutStatusChanged", rid, rollout_id=rid, status=status, previous_status=rollout["status"],
-             end_time=ctx.now if status in FINISHED_STATUSES else None, queue_seq=queue_seq, cause=cause)
+    ctx.emit(RolloutStatusChanged(rollout_id=rid, status=status, previous_status=rollout["status"],
+                                  end_time=ctx.now if status in FINISHED_STATUSES else None, queue_seq=queue_seq,
+                                  cause=cause))
     announce_finished(ctx, rid, rollout["status"])
     if queue_seq is not None:
         dispatch(ctx, rollout, queue_seq)
@@ -44,7 +46,7 @@ def create_attempt(ctx: DecisionContext, rid: str, worker_id: str | None, runnin
         "start_time": ctx.now, "end_time": None, "status": "running" if running else "preparing",
         "worker_id": worker_id, "last_heartbeat_time": ctx.now if running else None, "metadata": None,
     }
-    ctx.emit("AttemptCreated", rid, attempt=attempt_record(attempt))
+    ctx.emit(AttemptCreated(attempt=AttemptRecord.of(attempt)))
     return attempt
 
 
@@ -81,7 +83,7 @@ def update_attempt(ctx: DecisionContext, rid: str, aid: str, status: Any = UNSET
         attempt["metadata"] = metadata
         changed.append("metadata")
     attempt = Attempt.model_validate(attempt).model_dump()
-    ctx.emit("AttemptUpdated", rid, attempt=attempt_record(attempt), changed=changed)
+    ctx.emit(AttemptUpdated(attempt=AttemptRecord.of(attempt), changed=changed))
     if attempt["attempt_id"] == latest["attempt_id"]:
         derived = rollout_status_from_attempt(attempt, rollout["config"])
         if derived != rollout["status"]:

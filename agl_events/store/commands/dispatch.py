@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from agl_events.events.convert import dumps
+from agl_events.events.jsontext import dumps
+from agl_events.events.typed import TaskDispatched
 from agl_events.reducers import keys
 from agl_events.store.context import DecisionContext
 from agl_events.types import QUEUING_STATUSES
 
 
 def dispatch(ctx: DecisionContext, rollout: dict[str, Any], queue_seq: int) -> None:
-    ctx.emit("TaskDispatched", rollout["rollout_id"], rollout_id=rollout["rollout_id"], attempt_id=None,
-             attempt_sequence_id=None, worker_id=None, resources_id=rollout["resources_id"], mode=rollout["mode"],
-             input_json=dumps(rollout["input"]), queue_seq=queue_seq)
+    ctx.emit(TaskDispatched(rollout_id=rollout["rollout_id"], resources_id=rollout["resources_id"],
+                            mode=rollout["mode"], input_json=dumps(rollout["input"]), queue_seq=queue_seq))
 
 
 def announce_queued(ctx: DecisionContext) -> int:

@@ -9,7 +9,7 @@ the tracer's offsets), so in that partition the record comes after them.
 
 from __future__ import annotations
 
-from agl_events.events.convert import attempt_record, rollout_record
+from agl_events.events.typed import Attempt, Rollout, RolloutFinished
 from agl_events.reducers import keys
 from agl_events.samples.generations import generation_of
 from agl_events.store.context import DecisionContext
@@ -23,9 +23,8 @@ def announce_finished(ctx: DecisionContext, rid: str, previous_status: str) -> N
     if rollout["status"] not in FINISHED_STATUSES or previous_status in FINISHED_STATUSES:
         return
     attempt = ctx.latest_attempt(rid)
-    ctx.emit("RolloutFinished", rid, rollout=rollout_record(rollout),
-             attempt=None if attempt is None else attempt_record(attempt),
-             resources_generation=resources_generation(ctx, rollout["resources_id"]))
+    ctx.emit(RolloutFinished(rollout=Rollout.of(rollout), attempt=None if attempt is None else Attempt.of(attempt),
+                             resources_generation=resources_generation(ctx, rollout["resources_id"])))
 
 
 def resources_generation(ctx: DecisionContext, resources_id: str | None) -> int | None:

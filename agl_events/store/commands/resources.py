@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agl_events.events.convert import resources_record
+from agl_events.events.typed import ResourcesPublished, ResourcesSnapshot, ResourcesUpdated
 from agl_events.reducers import keys
 from agl_events.store.context import DecisionContext
 from agl_events.store.ids import new_resources_id
@@ -14,7 +14,7 @@ def add_resources(ctx: DecisionContext, resources: dict[str, Any]) -> dict[str, 
     now = ctx.tick()
     snapshot = {"resources_id": new_resources_id(), "create_time": now, "update_time": now,
                 "version": 1, "resources": resources}
-    ctx.emit("ResourcesPublished", snapshot["resources_id"], resources=resources_record(snapshot))
+    ctx.emit(ResourcesPublished(resources=ResourcesSnapshot.of(snapshot)))
     return snapshot
 
 
@@ -24,8 +24,8 @@ def update_resources(ctx: DecisionContext, resources_id: str, resources: dict[st
     if current is None:
         snapshot = {"resources_id": resources_id, "create_time": now, "update_time": now,
                     "version": 1, "resources": resources}
-        ctx.emit("ResourcesPublished", resources_id, resources=resources_record(snapshot))
+        ctx.emit(ResourcesPublished(resources=ResourcesSnapshot.of(snapshot)))
         return snapshot
     snapshot = {**current, "update_time": now, "version": current["version"] + 1, "resources": resources}
-    ctx.emit("ResourcesUpdated", resources_id, resources=resources_record(snapshot))
+    ctx.emit(ResourcesUpdated(resources=ResourcesSnapshot.of(snapshot)))
     return snapshot

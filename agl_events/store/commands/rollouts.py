@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agl_events.events.convert import rollout_record
+from agl_events.events.typed import Rollout as RolloutRecord
+from agl_events.events.typed import RolloutEnqueued, RolloutStarted, RolloutUpdated
 from agl_events.reducers import keys
 from agl_events.store.base import UNSET
 from agl_events.store.commands.attempts import create_attempt, set_rollout_status
@@ -32,7 +33,7 @@ def enqueue_rollout(ctx: DecisionContext, input: Any, mode: Any = None, resource
                     ) -> dict[str, Any]:
     rollout = _new_rollout(ctx, input, mode, resources_id, config, metadata, "queuing")
     queue_seq = ctx.next_queue_seq(rollout["rollout_id"])
-    ctx.emit("RolloutEnqueued", rollout["rollout_id"], rollout=rollout_record(rollout), queue_seq=queue_seq)
+    ctx.emit(RolloutEnqueued(rollout=RolloutRecord.of(rollout), queue_seq=queue_seq))
     dispatch(ctx, rollout, queue_seq)
     return rollout
 
@@ -41,7 +42,7 @@ def start_rollout(ctx: DecisionContext, input: Any, mode: Any = None, resources_
                   config: RolloutConfig | None = None, metadata: dict[str, Any] | None = None,
                   worker_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     rollout = _new_rollout(ctx, input, mode, resources_id, config, metadata, "preparing")
-    ctx.emit("RolloutStarted", rollout["rollout_id"], rollout=rollout_record(rollout))
+    ctx.emit(RolloutStarted(rollout=RolloutRecord.of(rollout)))
     attempt = create_attempt(ctx, rollout["rollout_id"], worker_id)
     sync_worker_with_attempt(ctx, attempt)
     return rollout, attempt
@@ -102,7 +103,7 @@ def update_rollout(ctx: DecisionContext, rid: str, **given: Any) -> dict[str, An
     queue_seq = None
     if status in QUEUING_STATUSES and ctx.get(keys.queued(rid)) is None:
         queue_seq = ctx.next_queue_seq(rid)
-    ctx.emit("RolloutUpdated", rid, rollout=rollout_record(updated), changed=changed, queue_seq=queue_seq)
+    ctx.emit(RolloutUpdated(rollout=RolloutRecord.of(updated), changed=changed, queue_seq=queue_seq))
     announce_finished(ctx, rid, rollout["status"])
     if queue_seq is not None:
         dispatch(ctx, updated, queue_seq)

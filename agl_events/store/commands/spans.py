@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from agl_events.events.convert import span_record
+from agl_events.events.typed import AttemptHeartbeat, AttemptStatusChanged, SpanAdded, SpanSequenceReserved
 from agl_events.reducers import keys
 from agl_events.store.commands.attempts import set_rollout_status
 from agl_events.store.committer import PartialFailure
@@ -24,7 +24,7 @@ def allocate_sequence_ids(ctx: DecisionContext, pairs: Sequence[tuple[str, str]]
         issued.append(current + 1)
         last[rid] = (aid, current + 1)
     for rid, (aid, seq) in last.items():
-        ctx.emit("SpanSequenceReserved", rid, rollout_id=rid, attempt_id=aid, sequence_id=seq)
+        ctx.emit(SpanSequenceReserved(rollout_id=rid, attempt_id=aid, sequence_id=seq))
     return issued
 
 
@@ -41,7 +41,7 @@ def add_spans(ctx: DecisionContext, spans: Sequence[dict[str, Any]]) -> list[int
     for (rid, aid), indexes in groups.items():
         top = max(spans[i]["sequence_id"] for i in indexes)
         if (ctx.get(keys.span_counter(rid)) or 0) < top:
-            ctx.emit("SpanSequenceReserved", rid, rollout_id=rid, attempt_id=aid, sequence_id=top)
+            ctx.emit(SpanSequenceReserved(rollout_id=rid, attempt_id=aid, sequence_id=top))
         if ctx.rollout(rid) is None:
             return PartialFailure(ValueError(f"Rollout {rid} not found"))
         if ctx.attempt(rid, aid) is None:
@@ -53,7 +53,7 @@ def add_spans(ctx: DecisionContext, spans: Sequence[dict[str, Any]]) -> list[int
                 log.error("Duplicated span added for rollout=%s, attempt=%s, span=%s. Skipping.",
                           rid, aid, span["span_id"])
                 continue
-            ctx.emit("SpanAdded", rid, span=span_record(span))
+            ctx.emit(SpanAdded.of(span))
             fresh.append(i)
         if fresh:
             heartbeat(ctx, rid, aid)
@@ -63,12 +63,12 @@ def add_spans(ctx: DecisionContext, spans: Sequence[dict[str, Any]]) -> list[int
 
 def heartbeat(ctx: DecisionContext, rid: str, aid: str) -> None:
     """A span is a heartbeat: it revives a preparing or unresponsive attempt, and its rollout if latest."""
-    ctx.emit("AttemptHeartbeat", rid, rollout_id=rid, attempt_id=aid, heartbeat_time=ctx.now)
+    ctx.emit(AttemptHeartbeat(rollout_id=rid, attempt_id=aid, heartbeat_time=ctx.now))
     attempt = ctx.attempt(rid, aid)
     assert attempt is not None
     if attempt["status"] in ("preparing", "unresponsive"):
-        ctx.emit("AttemptStatusChanged", rid, rollout_id=rid, attempt_id=aid, status="running",
-                 previous_status=attempt["status"], end_time=None)
+        ctx.emit(AttemptStatusChanged(rollout_id=rid, attempt_id=aid, status="running",
+                                      previous_status=attempt["status"]))
     latest = ctx.latest_attempt(rid)
     rollout = ctx.rollout(rid)
     if latest is not None and rollout is not None and latest["attempt_id"] == aid \

@@ -6,7 +6,8 @@ from typing import Any
 
 import orjson
 
-from agl_events.events.convert import dumps
+from agl_events.events.jsontext import dumps
+from agl_events.events.typed import WorkerHeartbeat, WorkerStatusChanged
 from agl_events.store.base import UNSET
 from agl_events.store.context import DecisionContext
 
@@ -17,39 +18,36 @@ def sync_worker_with_attempt(ctx: DecisionContext, attempt: dict[str, Any], dequ
     if not wid:
         return
     now = ctx.now
-    fields: dict[str, Any] = {"last_dequeue_time": now if dequeue else None,
-                              "last_busy_time": None, "last_idle_time": None}
+    dequeued = now if dequeue else None
     if attempt["status"] in ("succeeded", "failed"):
-        status, current = "idle", (None, None)
-        fields["last_idle_time"] = now
+        changed = WorkerStatusChanged(worker_id=wid, status="idle", last_dequeue_time=dequeued, last_idle_time=now)
     elif attempt["status"] in ("timeout", "unresponsive"):
-        status, current = "unknown", (None, None)
-        fields["last_idle_time"] = now
+        changed = WorkerStatusChanged(worker_id=wid, status="unknown", last_dequeue_time=dequeued,
+                                      last_idle_time=now)
     else:
-        status, current = "busy", (attempt["rollout_id"], attempt["attempt_id"])
-        fields["last_busy_time"] = now
-    ctx.emit("WorkerStatusChanged", wid, worker_id=wid, status=status,
-             current_rollout_id=current[0], current_attempt_id=current[1], **fields)
+        changed = WorkerStatusChanged(worker_id=wid, status="busy", last_dequeue_time=dequeued, last_busy_time=now,
+                                      current_rollout_id=attempt["rollout_id"],
+                                      current_attempt_id=attempt["attempt_id"])
+    ctx.emit(changed)
 
 
 def mark_idle_after_empty_dequeue(ctx: DecisionContext, wid: str) -> None:
     worker = ctx.worker(wid)
     now = ctx.now
     if worker is None or worker["status"] != "idle":
-        ctx.emit("WorkerStatusChanged", wid, worker_id=wid, status="idle", last_dequeue_time=now,
-                 last_busy_time=None, last_idle_time=now, current_rollout_id=None, current_attempt_id=None)
+        ctx.emit(WorkerStatusChanged(worker_id=wid, status="idle", last_dequeue_time=now, last_idle_time=now))
     else:
-        ctx.emit("WorkerStatusChanged", wid, worker_id=wid, status="idle", last_dequeue_time=now,
-                 last_busy_time=None, last_idle_time=None, current_rollout_id=worker["current_rollout_id"],
-                 current_attempt_id=worker["current_attempt_id"])
+        ctx.emit(WorkerStatusChanged(worker_id=wid, status="idle", last_dequeue_time=now,
+                                     current_rollout_id=worker["current_rollout_id"],
+                                     current_attempt_id=worker["current_attempt_id"]))
 
 
 def update_worker(ctx: DecisionContext, wid: str, heartbeat_stats: Any = UNSET) -> dict[str, Any]:
     if heartbeat_stats is not UNSET:
         stats = dict(heartbeat_stats)  # None raises TypeError, as upstream's dict(None) does
         orjson.dumps(stats)  # reject what JSON cannot hold before it reaches the log
-    ctx.emit("WorkerHeartbeat", wid, worker_id=wid, stats_given=heartbeat_stats is not UNSET,
-             heartbeat_stats_json=None if heartbeat_stats is UNSET else dumps(stats))
+    ctx.emit(WorkerHeartbeat(worker_id=wid, stats_given=heartbeat_stats is not UNSET,
+                             heartbeat_stats_json=None if heartbeat_stats is UNSET else dumps(stats)))
     worker = ctx.worker(wid)
     assert worker is not None
     return worker
