@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from agl_events.events.codec import AvroCodec
@@ -10,6 +9,7 @@ from agl_events.events.convert import span_from_record
 from agl_events.log.reader import EventReader
 from agl_events.log.records import LoggedEvent
 from agl_events.topics import Topic
+from tests.eventually import eventually
 
 
 def read_spans(bootstrap: str, experiment: str, expected: int, settle: float = 0.5,
@@ -19,12 +19,13 @@ def read_spans(bootstrap: str, experiment: str, expected: int, settle: float = 0
     reader = EventReader(bootstrap, experiment, AvroCodec(), [Topic.SPANS])
     reader.assign()
     events: list[LoggedEvent] = []
-    end = time.monotonic() + deadline
-    while len(events) < expected and time.monotonic() < end:
+
+    def read() -> list[LoggedEvent]:
         events.extend(reader.poll(2000, 0.2))
-    quiet = time.monotonic() + settle
-    while time.monotonic() < quiet:
-        events.extend(reader.poll(2000, 0.1))
+        return events
+
+    eventually(read, f"{expected} spans in the log", within=deadline, until=lambda got: len(got) >= expected)
+    events.extend(reader.poll(2000, settle))  # waits the whole `settle` (unless 2000 come): extras show up
     reader.close()
     spans = sorted((span_from_record(e.record["span"]) for e in events), key=lambda s: s["sequence_id"])
     return events, spans

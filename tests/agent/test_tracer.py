@@ -25,7 +25,7 @@ from agl_events.topics import Topic
 from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
 from agl_events.types import AttemptedRollout, Span
 from tests.agent import read_spans
-from tests.server.known_workload import eventually
+from tests.eventually import eventually_async
 
 pytestmark = pytest.mark.kafka
 
@@ -310,7 +310,7 @@ async def test_store_reads_a_runners_spans_up_to_its_offsets_and_takes_them_as_h
             kinds[:] = (await asyncio.to_thread(read_kinds, settings))[events_before:]
             return "AttemptHeartbeat" in kinds
 
-        await eventually(heartbeat_logged, "the preparing attempt's heartbeat in the log")
+        await eventually_async(heartbeat_logged, "the preparing attempt's heartbeat in the log")
         # The preparing attempt's span is its heartbeat; the claimed one ran with a fresh heartbeat: none.
         assert kinds.count("AttemptHeartbeat") == 1, kinds
         revived = (await store.query_attempts(dequeued.rollout_id)).items[0]

@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.main import app
 from agl_events.config import Settings
 from agl_events.proc.ports import free_port
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="the local Kafka broker needs Java 17+")
 
@@ -76,15 +76,11 @@ def _round_trip(bootstrap: str, topic: str, payload: bytes, *, produce: bool = T
     )
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            return message.value() or b""
+        message = eventually(lambda: consumer.poll(0.5), f"a message consumed from {topic}",
+                             until=lambda polled: polled is not None and not polled.error())
+        return message.value() or b""
     finally:
         consumer.close()
-    raise AssertionError(f"nothing consumed from {topic} within 30 s")
 
 
 # ---------------------------------------------------------------------- the shared broker, in order

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,22 +17,18 @@ from agl_events.config import Settings
 from agl_events.llm.fake_backend import FakeBackend
 from agl_events.proc.ports import free_port
 from agl_events.server.process import StoreProcess
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.kafka
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"the proxy exited: {proc.communicate()[0][-3000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError("the proxy did not answer /health")
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+
+    eventually(healthy, "the proxy answering /health", within=timeout, ignoring=(httpx.HTTPError,))
 
 
 def test_the_proxy_command_serves_a_litellm_config(settings: Settings, tmp_path: Path) -> None:

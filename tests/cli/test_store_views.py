@@ -16,7 +16,7 @@ from agl_events.config import Settings
 from agl_events.server.embedded import embedded_store_server
 from agl_events.server.process import StoreProcess
 from agl_events.views.rocks import RocksKV
-from tests.server.known_workload import eventually
+from tests.eventually import eventually_async
 
 pytestmark = pytest.mark.kafka
 
@@ -147,7 +147,7 @@ async def test_a_view_that_cannot_be_opened_is_a_503_with_the_reason_and_unhealt
 
     try:
         store.start(wait=False)
-        await eventually(answered, "the store answers", within=60)
+        await eventually_async(answered, "the store answers", within=60)
         assert answers[-1].status_code == 503, answers[-1].text
         assert f"the view in {views / settings.experiment} cannot be opened" in answers[-1].json()["detail"]
         health = httpx.get(f"{store.base}/health", timeout=10)

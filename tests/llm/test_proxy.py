@@ -16,8 +16,8 @@ from agl_events.llm.proxy import LLMProxy
 from agl_events.llm.spans import CALL_SPAN, RAW_SPAN
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import AttemptedRollout, Span
+from tests.eventually import eventually_async
 from tests.llm.conftest import MODEL, finished_spans
-from tests.server.known_workload import eventually
 
 # The store of the module lives on the module's loop.
 pytestmark = [pytest.mark.kafka, pytest.mark.asyncio(loop_scope="module")]
@@ -194,7 +194,7 @@ async def test_an_agent_hanging_up_mid_stream_leaves_a_failed_call_with_what_it_
         calls[:] = by_name(list(await store.query_spans(rollout.rollout_id)), CALL_SPAN)
         return bool(calls)
 
-    await eventually(call_recorded, "the proxy recorded the abandoned call")
+    await eventually_async(call_recorded, "the proxy recorded the abandoned call")
     [request] = calls
     assert request.status.status_code == "ERROR" and request.attributes["error.type"] == "ClientDisconnected"
     assert 1 <= len(request.attributes["response_token_ids"]) < 40  # type: ignore[arg-type]

@@ -23,6 +23,8 @@ os.environ.setdefault("LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY", "tr
 
 import httpx
 
+from tests.eventually import eventually_async
+
 CALL_SPANS = ("litellm_request", "raw_gen_ai_request")
 SPANS_TIMEOUT = 60.0
 
@@ -51,12 +53,14 @@ async def run(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def call_spans(store: Any, rollout_id: str) -> list[dict[str, Any]]:
     """The call's spans once the proxy's exporter handed them over (on its own thread, after answering)."""
-    deadline = asyncio.get_running_loop().time() + SPANS_TIMEOUT
-    while True:
-        spans = [s for s in await store.query_spans(rollout_id) if s.name in CALL_SPANS]
-        if any(s.name == "litellm_request" for s in spans) or asyncio.get_running_loop().time() > deadline:
-            return [s.model_dump(mode="json") for s in spans]
-        await asyncio.sleep(0.1)
+    spans = await eventually_async(
+        lambda: call_spans_now(store, rollout_id), f"upstream's litellm_request span of {rollout_id}",
+        within=SPANS_TIMEOUT, until=lambda found: any(s.name == "litellm_request" for s in found))
+    return [s.model_dump(mode="json") for s in spans]
+
+
+async def call_spans_now(store: Any, rollout_id: str) -> list[Any]:
+    return [s for s in await store.query_spans(rollout_id) if s.name in CALL_SPANS]
 
 
 def main() -> None:

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from agl_events.log.dlq import DeadLetter, dead_letters, replay, unreplayable
 from agl_events.log.records import event
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
+from tests.eventually import eventually, eventually_async
 from tests.samples import rollout
 
 pytestmark = pytest.mark.kafka
@@ -55,15 +55,6 @@ def _poisons(settings: Settings) -> dict[str, tuple[bytes, str]]:
             topic_name(name, Topic.SPANS): (b"\xc3\x01" + b"\x00" * 8 + b"body", "UnknownSchemaError"),
             topic_name(name, Topic.ATTEMPTS): (good[:20], "CorruptRecordError"),
             topic_name(name, Topic.TASK_REQUESTS): (b"{not json", "InvalidTaskRequest")}
-
-
-def _until(found: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := found()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout} s")
-        time.sleep(0.2)
-    return result
 
 
 def _older_stores_dead_letter(settings: Settings, rid: str) -> bytes:
@@ -96,7 +87,7 @@ async def test_poison_reaches_the_dlq_the_store_goes_on_and_a_fixed_one_replays_
             found = dead_letters(settings.bootstrap_servers, settings.experiment)
             return found if {d.topic for d in found} >= set(poisons) else []
 
-        letters = await asyncio.to_thread(_until, all_four, "dead letter of each poison")
+        letters = await asyncio.to_thread(eventually, all_four, "dead letter of each poison", within=60)
         for letter in letters:
             value, error_type = poisons[letter.topic]
             assert (letter.value, letter.error_type, letter.key) == (value, error_type, b"ro-poison")
@@ -134,12 +125,8 @@ async def test_poison_reaches_the_dlq_the_store_goes_on_and_a_fixed_one_replays_
         await store.close()
 
 
-async def _until_rollout(store: KafkaLightningStore, rid: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while (found := await store.get_rollout_by_id(rid)) is None:
-        assert time.monotonic() < deadline, f"{rid} never reached the store"
-        await asyncio.sleep(0.1)
-    return found
+async def _until_rollout(store: KafkaLightningStore, rid: str) -> Any:
+    return await eventually_async(lambda: store.get_rollout_by_id(rid), f"{rid} in the store")
 
 
 def test_copies_of_one_record_are_one_dead_letter_and_a_replay_marker_is_folded_in(settings: Settings) -> None:
@@ -190,7 +177,7 @@ async def test_an_event_for_a_rollout_never_enqueued_is_kept_and_applies_once_re
             return [d for d in dead_letters(settings.bootstrap_servers, settings.experiment)
                     if d.error_type == "IgnoredEvent"]
 
-        [letter] = await asyncio.to_thread(_until, ignored, "dead letter of the ignored event")
+        [letter] = await asyncio.to_thread(eventually, ignored, "dead letter of the ignored event", within=60)
         assert letter.topic == rollouts and "no rollout ro-ghost" in letter.error
         assert CODEC.decode(letter.value).record == change.record
         assert await store.get_rollout_by_id("ro-ghost") is None
@@ -202,10 +189,8 @@ async def test_an_event_for_a_rollout_never_enqueued_is_kept_and_applies_once_re
         assert (await _until_rollout(store, "ro-ghost")).status == "queuing"
         assert unreplayable(letter, CODEC, settings.experiment) is None
         replay(settings.bootstrap_servers, settings.experiment, [letter])
-        deadline = time.monotonic() + 30
-        while (await store.get_rollout_by_id("ro-ghost")).status != "cancelled":
-            assert time.monotonic() < deadline, "the replayed status change was never applied"
-            await asyncio.sleep(0.1)
+        await eventually_async(lambda: store.get_rollout_by_id("ro-ghost"), "the replayed status change applied",
+                               until=lambda found: found.status == "cancelled")
         assert len(ignored()) == 1  # applied, so not dead-lettered again
     finally:
         await store.close()

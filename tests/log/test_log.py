@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,14 +21,17 @@ from agl_events.log.writer import EventWriter
 from agl_events.store.kafka import KafkaLog
 from agl_events.topics import LAYOUT, MESSAGE_MAX_BYTES, Topic, topic_name
 from tests.events.sample import sample
+from tests.eventually import eventually
 
 
 def _read_all(reader: EventReader, expected: int, deadline: float = 30.0) -> list:
     got: list = []
-    end = time.monotonic() + deadline
-    while len(got) < expected and time.monotonic() < end:
+
+    def read() -> list:
         got.extend(reader.poll(1000, 0.2))
-    return got
+        return got
+
+    return eventually(read, f"{expected} events in the log", within=deadline, until=lambda it: len(it) >= expected)
 
 
 @pytest.mark.kafka

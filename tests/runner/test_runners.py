@@ -8,6 +8,7 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,21 +23,29 @@ from agl_events.server.embedded import embedded_store_server
 from agl_events.server.process import StoreProcess
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
+from tests.eventually import eventually_async
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent, waiting_agent
-from tests.server.known_workload import eventually
 
 pytestmark = pytest.mark.kafka
 
 
 async def _wait_finished(store: KafkaLightningStore, ids: list[str], deadline_s: float) -> dict[str, str]:
-    """Statuses of the rollouts once all finished, or as they are at the deadline."""
-    end = time.monotonic() + deadline_s
+    """Statuses of the rollouts once all finished (each long poll waits up to a second for the pending ones)."""
     done: dict[str, str] = {}
-    while len(done) < len(ids) and time.monotonic() < end:
+
+    async def finished() -> dict[str, str]:
         pending = [rid for rid in ids if rid not in done]
         for rollout in await store.wait_for_rollouts(rollout_ids=pending, timeout=1.0):
             done[rollout.rollout_id] = rollout.status
-    return done
+        return done
+
+    return await eventually_async(finished, f"all {len(ids)} rollouts finished", within=deadline_s,
+                                  until=lambda statuses: len(statuses) == len(ids))
+
+
+async def _rollout(http: httpx.AsyncClient, rid: str) -> dict[str, Any]:
+    answer: dict[str, Any] = (await http.get(f"/rollouts/{rid}")).json()
+    return answer
 
 
 async def test_four_runners_complete_500_rollouts_exactly_once(settings: Settings, tmp_path: Path) -> None:
@@ -68,7 +77,7 @@ async def test_four_runners_complete_500_rollouts_exactly_once(settings: Setting
                 workers = [await store.get_worker_by_id(runner_id) for runner_id in runners]
                 return all(w is not None and w.heartbeat_stats for w in workers)
 
-            await eventually(heartbeats_in, "every runner's heartbeat")
+            await eventually_async(heartbeats_in, "every runner's heartbeat")
             for runner_id in runners:  # runners serve no /metrics: their heartbeats carry the span back-pressure
                 worker = await store.get_worker_by_id(runner_id)
                 assert worker is not None and set(worker.heartbeat_stats["span_backpressure"]) == {"waits", "seconds"}
@@ -134,13 +143,9 @@ async def test_a_runner_killed_mid_rollout_has_it_retried_elsewhere(settings: Se
         pool.start()
         try:
             rollout = await store.enqueue_rollout(input={"hang": True}, config=config)
-            first = None
-            for _ in range(300):
-                first = await store.get_latest_attempt(rollout.rollout_id)
-                if first is not None and first.worker_id:
-                    break
-                await asyncio.sleep(0.1)
-            assert first is not None and first.worker_id
+            first = await eventually_async(lambda: store.get_latest_attempt(rollout.rollout_id),
+                                           "a runner's attempt at the rollout", within=30,
+                                           until=lambda attempt: attempt is not None and bool(attempt.worker_id))
             victim = next(p for p in pool.processes if p.name == first.worker_id)
             os.kill(victim.pid, signal.SIGKILL)
             statuses = await _wait_finished(store, [rollout.rollout_id], deadline_s=90)
@@ -183,18 +188,13 @@ async def test_a_runner_rides_through_a_store_restart_and_reports_its_rollout(se
         async with httpx.AsyncClient(base_url=server.base, timeout=30) as http:
             enqueued = await http.post("/queues/rollouts/enqueue", json={"rollouts": [{"input": {"sleep": 2}}]})
             rid = enqueued.json()[0]["rollout_id"]
-            for _ in range(300):  # until the runner has claimed it and the agent sleeps
-                if (await http.get(f"/rollouts/{rid}")).json()["status"] in ("preparing", "running"):
-                    break
-                await asyncio.sleep(0.1)
+            await eventually_async(lambda: _rollout(http, rid), "the runner claimed it and the agent sleeps",
+                                   until=lambda rollout: rollout["status"] in ("preparing", "running"))
             server.kill9()
             await asyncio.sleep(4.0)  # longer than the agent's sleep: its end is reported while the store is down
             server.start()
-            for _ in range(300):
-                rollout = (await http.get(f"/rollouts/{rid}")).json()
-                if rollout["status"] == "succeeded":
-                    break
-                await asyncio.sleep(0.2)
+            rollout = await eventually_async(lambda: _rollout(http, rid), "the rollout succeeded", within=60,
+                                             until=lambda rollout: rollout["status"] == "succeeded")
             attempts = (await http.get(f"/rollouts/{rid}/attempts")).json()["items"]
         assert rollout["status"] == "succeeded" and [a["status"] for a in attempts] == ["succeeded"]
         assert pool.alive() == pool.processes

@@ -7,9 +7,6 @@ is claimed 1.5 s (fake) after its enqueue and finishes 2 s after that.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agl_events.store.service import EventSourcedStore
@@ -48,12 +45,3 @@ async def run_known_workload(store: EventSourcedStore, clock: FakeClock) -> None
         await _run_one(store, clock, None, None, "failed")
     await store.enqueue_rollout(input={"task": "left queued"})
 
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 30.0) -> None:
-    """Wait until `check()` holds: the tests' one polling wait. Wait on what is asserted next (figures are
-    observed as the follower reads the log, topic by topic), not on something that usually comes with it."""
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within:.0f} s: {what}")
-        await asyncio.sleep(0.1)

@@ -14,13 +14,13 @@ from agl_events.config import Settings
 from agl_events.server.embedded import serving
 from agl_events.store.kafka import KafkaLightningStore
 from tests.conftest import FakeClock
+from tests.eventually import eventually_async
 from tests.server.known_workload import (
     DISPATCH_SECONDS,
     FAILED,
     QUEUED,
     RUN_SECONDS,
     SUCCEEDED,
-    eventually,
     run_known_workload,
 )
 
@@ -59,7 +59,7 @@ async def test_figures_after_a_known_workload(served: tuple[KafkaLightningStore,
                     and sum(p["rollouts"] for p in data["reward_curve"]) == SUCCEEDED
                     and not any(data["consumer_lag"].values()))
 
-        await eventually(folded, "the follower folded the workload")
+        await eventually_async(folded, "the follower folded the workload")
     data, samples = read["data"], read["samples"]
 
     assert data["experiment"] == settings.experiment and data["healthy"]

@@ -27,7 +27,8 @@ from agl_events.server.auth import AuthTokens
 from agl_events.server.embedded import serving
 from agl_events.store.kafka import KafkaLightningStore
 from tests.conftest import FakeClock
-from tests.server.known_workload import FAILED, QUEUED, SUCCEEDED, eventually, run_known_workload
+from tests.eventually import eventually_async
+from tests.server.known_workload import FAILED, QUEUED, SUCCEEDED, run_known_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -87,7 +88,7 @@ async def ui_url(settings: Settings, tmp_path: Path, clock: FakeClock) -> AsyncI
                         and applied.get("AttemptCreated") == applied.get("RolloutFinished") == SUCCEEDED + FAILED
                         and not any(data["consumer_lag"].values()))
 
-            await eventually(folded, "the follower folded the workload")
+            await eventually_async(folded, "the follower folded the workload")
         yield f"{url}/ui?token={TOKEN}"
 
 

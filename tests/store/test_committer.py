@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agl_events.events.codec import AvroCodec
+from agl_events.events.typed import ResourcesPublished, ResourcesSnapshot
 from agl_events.log.encoding import EVENT_MAX_BYTES, EventTooLargeError, encode_event
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.store.committer import Committer
@@ -17,6 +18,7 @@ from agl_events.store.context import DecisionContext
 from agl_events.store.errors import StoreUnhealthyError
 from agl_events.views.kv import DictKV
 from agl_events.views.store_view import StoreView
+from tests.eventually import eventually_async
 
 
 class HeldLog:
@@ -64,9 +66,9 @@ def publish(version: int, resources_json: str = "{}") -> Callable[[DecisionConte
     """A command that publishes resources and returns what it read before (the previous latest id)."""
     def command(ctx: DecisionContext) -> str | None:
         before = ctx.latest_resources_id()
-        ctx.emit("ResourcesPublished", f"rs-{version}",
-                 resources={"resources_id": f"rs-{version}", "version": version, "create_time": float(version),
-                            "update_time": float(version), "resources_json": resources_json})
+        ctx.emit(ResourcesPublished(resources=ResourcesSnapshot(
+            resources_id=f"rs-{version}", version=version, create_time=float(version), update_time=float(version),
+            resources_json=resources_json)))
         return before
 
     return command
@@ -84,18 +86,18 @@ async def pipeline() -> AsyncIterator[Pipeline]:
     await committer.close()
 
 
-async def _until(condition: Callable[[], bool], timeout: float = 2.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
+async def _appended(log: HeldLog, batches: int) -> None:
+    """Until the log holds `batches` appends (the committer runs on this loop, so the wait yields to it)."""
+    await eventually_async(lambda: len(log.appended), f"{batches} batches appended", within=2.0,
+                           until=lambda count: count == batches)
 
 
 async def _two_batches(committer: Committer, log: HeldLog) -> tuple[asyncio.Future[Any], asyncio.Future[Any]]:
     """Publish 1, then publish 2 while the first is still unacknowledged (waits until both are appended)."""
     first = asyncio.ensure_future(committer.run(publish(1)))
-    await _until(lambda: len(log.appended) == 1)
+    await _appended(log, 1)
     second = asyncio.ensure_future(committer.run(publish(2)))
-    await _until(lambda: len(log.appended) == 2)
+    await _appended(log, 2)
     return first, second
 
 
@@ -122,7 +124,7 @@ async def test_a_failed_append_fails_the_batches_decided_on_top_of_it_and_later_
     with pytest.raises(RuntimeError, match="broker gone"):
         await second  # it was decided on a change that never happened
     third = asyncio.ensure_future(committer.run(publish(3)))
-    await _until(lambda: len(log.appended) == 3)
+    await _appended(log, 3)
     log.release(2)
     assert await third is None  # decided on the view, which has neither failed batch
     assert view.get("meta/latest_resources") == "rs-3"
@@ -133,14 +135,14 @@ async def test_no_more_than_max_in_flight_batches_wait_for_acks() -> None:
     committer = Committer(log, view, "test", on_applied=lambda _: None, max_in_flight=2)
     try:
         calls = [asyncio.ensure_future(committer.run(publish(1)))]
-        await _until(lambda: len(log.appended) == 1)  # each its own batch: appended before the next is asked
+        await _appended(log, 1)  # each its own batch: appended before the next is asked
         calls.append(asyncio.ensure_future(committer.run(publish(2))))
-        await _until(lambda: len(log.appended) == 2)
+        await _appended(log, 2)
         calls.append(asyncio.ensure_future(committer.run(publish(3))))
         await asyncio.sleep(0.01)  # a chance to be appended, which it must not take
         assert len(log.appended) == 2  # the third waits for a slot
         log.release(0)
-        await _until(lambda: len(log.appended) == 3)
+        await _appended(log, 3)
         log.release(1)
         log.release(2)
         assert [await c for c in calls] == [None, "rs-1", "rs-2"]
@@ -153,12 +155,13 @@ async def test_an_append_that_raises_fails_its_batch_and_the_ones_on_top_and_the
     committer, log, view = pipeline
     async with asyncio.timeout(5):  # a refused batch left incomplete would hang it and every later one
         first = asyncio.ensure_future(committer.run(publish(1)))
-        await _until(lambda: len(log.appended) == 1)
+        await _appended(log, 1)
         log.refuse(RuntimeError("message too large"))
         refused = asyncio.ensure_future(committer.run(publish(2)))
-        await _until(lambda: log.refusal is None)  # its append was tried (and raised): a batch of its own
+        await eventually_async(lambda: log.refusal is None,  # its append was tried (and raised): a batch of its own
+                               "the refused append tried", within=2.0)
         on_top = asyncio.ensure_future(committer.run(publish(3)))  # decided seeing the refused change
-        await _until(lambda: len(log.appended) == 2)
+        await _appended(log, 2)
         log.release(0)
         log.release(1)
         assert await first is None
@@ -167,7 +170,7 @@ async def test_an_append_that_raises_fails_its_batch_and_the_ones_on_top_and_the
         with pytest.raises(RuntimeError, match="message too large"):
             await on_top
         after = asyncio.ensure_future(committer.run(publish(4)))
-        await _until(lambda: len(log.appended) == 3)
+        await _appended(log, 3)
         log.release(2)
         assert await after == "rs-1"  # decided on the view: neither failed batch is in it
         assert view.get("meta/latest_resources") == "rs-4"
@@ -178,7 +181,7 @@ async def test_an_event_too_large_for_the_log_fails_only_its_command(pipeline: P
     calls = [asyncio.ensure_future(committer.run(publish(1))),  # all three in one batch
              asyncio.ensure_future(committer.run(publish(2, json.dumps("x" * EVENT_MAX_BYTES)))),
              asyncio.ensure_future(committer.run(publish(3)))]
-    await _until(lambda: len(log.appended) == 1)
+    await _appended(log, 1)
     assert [new.key for new in log.appended[0]] == ["rs-1", "rs-3"]
     log.release(0)
     first, refused, third = await asyncio.gather(*calls, return_exceptions=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from confluent_kafka import Consumer, Producer
 from agl_events.config import Settings
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
+from tests.eventually import eventually_async
 
 pytestmark = pytest.mark.kafka
 
@@ -22,11 +22,7 @@ async def test_corrupt_event_is_dead_lettered_and_the_store_keeps_going(settings
         raw = Producer({"bootstrap.servers": settings.bootstrap_servers})
         raw.produce(topic_name(settings.experiment, Topic.ROLLOUTS), value=b"not avro at all", key=b"ro-x")
         raw.flush(10)
-        for _ in range(100):
-            if store.dead_lettered:
-                break
-            await asyncio.sleep(0.1)
-        assert store.dead_lettered == 1
+        assert await eventually_async(lambda: store.dead_lettered, "the corrupt event dead-lettered", within=10) == 1
         after = await store.enqueue_rollout(input="after")
         claimed = await store.dequeue_many_rollouts(limit=5)
         assert [c.rollout_id for c in claimed] == [before.rollout_id, after.rollout_id]

@@ -13,13 +13,19 @@ import pytest
 from agl_events.events.codec import AvroCodec
 from agl_events.events.convert import span_record
 from agl_events.events.kinds import Kind
+from agl_events.log.admin import create_topics
+from agl_events.log.clients import make_admin
+from agl_events.log.reader import EventReader
 from agl_events.log.records import NewEvent, event
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import REDUCERS
 from agl_events.store import follower
 from agl_events.store.errors import StoreUnhealthyError
 from agl_events.store.memory import InMemoryLightningStore
+from agl_events.topics import Topic, topic_name
 from agl_events.types import RolloutConfig
+from agl_events.views.kv import DictKV
+from agl_events.views.store_view import StoreView
 from tests.eventually import eventually_async
 from tests.store import make_span
 
@@ -92,3 +98,27 @@ async def test_a_failing_fold_stops_the_store_and_its_waiters(store, clock, appe
         await store.get_rollout_by_id(ar.rollout_id)
     with pytest.raises(StoreUnhealthyError, match="reducer bug"):  # told, not left waiting for the fold
         await asyncio.wait_for(finishing, 10)
+
+
+@pytest.mark.kafka
+async def test_the_view_stores_its_position_past_an_undecodable_record(bootstrap: str, experiment: str) -> None:
+    """A record nobody can decode is dead-lettered once: the view's stored position moves past it with the batch
+    (it used to stop at the last decoded event, so every restart read the record again and copied it again)."""
+    create_topics(make_admin(bootstrap), experiment)
+    writer = EventWriter(bootstrap, experiment, AvroCodec(), producer_id="garbage-writer")
+    try:
+        writer.produce_raw(topic_name(experiment, Topic.WORKERS), b"not an event", b"w-1", {})
+        writer.flush()
+    finally:
+        writer.close()
+    view = StoreView(DictKV())
+    dead_lettered = []
+    for _ in range(2):  # the store, then the store restarted from its view
+        reader = EventReader(bootstrap, experiment, AvroCodec(), [Topic.WORKERS])
+        reader.assign(view.positions)
+        await follower.Follower(reader, view).catch_up()
+        ends = {pos: end for pos, end in reader.end_offsets().items() if end}
+        reader.close()
+        dead_lettered.append(reader.dead_lettered)
+    assert view.positions == ends and list(ends.values()) == [1]
+    assert dead_lettered == [1, 0]

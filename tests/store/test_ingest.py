@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import orjson
@@ -17,6 +16,7 @@ from agl_events.store.ingester import ingest_group
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import EnqueueRolloutRequest
+from tests.eventually import eventually_async
 
 pytestmark = pytest.mark.kafka
 
@@ -40,11 +40,9 @@ def _json_records(count: int, prefix: str = "t") -> list[tuple[bytes, bytes]]:
 async def _ingested(store: KafkaLightningStore, count: int) -> None:
     """Wait until the store has handled `count` records since it opened (at most 2 minutes; no timing asserted)."""
     ingester = store.ingester
-    for _ in range(2400):
-        if ingester.enqueued + ingester.duplicates + ingester.dead_lettered >= count:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"ingested {ingester.enqueued}+{ingester.duplicates}+{ingester.dead_lettered} of {count}")
+    await eventually_async(lambda: (ingester.enqueued, ingester.duplicates, ingester.dead_lettered),
+                           f"{count} records handled (enqueued, duplicates, dead-lettered)", within=120,
+                           until=lambda handled: sum(handled) >= count)
 
 
 async def _total(store: KafkaLightningStore) -> int:
@@ -104,19 +102,13 @@ async def test_a_store_closed_mid_ingest_and_reopened_ends_with_one_rollout_per_
     _produce(settings, _json_records(N))
     store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
     try:
-        for _ in range(600):
-            if store.ingester.enqueued:
-                break
-            await asyncio.sleep(0.01)
+        await eventually_async(lambda: store.ingester.enqueued, "the first task request enqueued")
     finally:
         await store.close()
     reopened = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view")
     try:
-        for _ in range(600):
-            if await _total(reopened) >= N:
-                break
-            await asyncio.sleep(0.05)
-        assert await _total(reopened) == N
+        assert await eventually_async(lambda: _total(reopened), f"{N} rollouts after the reopen",
+                                      until=lambda total: total >= N) == N
     finally:
         await reopened.close()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from agl_events.config import Settings
 from agl_events.server.client import StoreClient
 from agl_events.server.process import StoreProcess
 from agl_events.topics import partition_of
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.kafka
 
@@ -33,18 +33,17 @@ def _group(url: str) -> dict[str, Any]:
 def _settled(stores: list[StoreProcess], timeout: float = 60.0) -> dict[str, set[int]]:
     """Wait until every partition is owned by exactly one of `stores`, each owning at least one, and every store
     knows it (the owners it tells runner clients: partitions move one member at a time)."""
-    deadline = time.monotonic() + timeout
-    owned: dict[str, set[int]] = {}
-    while time.monotonic() < deadline:
+    def owned() -> tuple[dict[str, set[int]], list[dict[str, Any]]]:
         groups = [_group(s.url) for s in stores]
-        owned = {s.url: set(group["owned"]) for s, group in zip(stores, groups, strict=True)}
-        parts = [p for ps in owned.values() for p in ps]
-        owners = {str(p): url for url, ps in owned.items() for p in ps}
-        if sorted(parts) == list(range(PARTITIONS)) and all(owned.values()) and all(
-                group["owners"] == owners for group in groups):
-            return owned
-        time.sleep(0.2)
-    raise AssertionError(f"the store group did not settle: {owned}")
+        return {s.url: set(group["owned"]) for s, group in zip(stores, groups, strict=True)}, groups
+
+    def settled(answer: tuple[dict[str, set[int]], list[dict[str, Any]]]) -> bool:
+        by_store, groups = answer
+        owners = {str(p): url for url, ps in by_store.items() for p in ps}
+        return sorted(p for ps in by_store.values() for p in ps) == list(range(PARTITIONS)) and all(
+            by_store.values()) and all(group["owners"] == owners for group in groups)
+
+    return eventually(owned, "the store group settled", within=timeout, until=settled)[0]
 
 
 def _post(url: str, path: str, body: Any = None) -> Any:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from pathlib import Path
 
 from agl_events.proc.child import ChildProcess, rotate
 from agl_events.proc.pids import process_alive
 from agl_events.supervise.state import describe_exit
+from tests.eventually import eventually
 
 #: Starts a grandchild that would outlive it, prints the grandchild's pid, then waits.
 PARENT = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
@@ -17,11 +17,9 @@ PARENT = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '
 
 
 def _grandchild(log: Path) -> int:
-    for _ in range(100):
-        if log.exists() and log.read_text().strip():
-            return int(log.read_text().split()[0])
-        time.sleep(0.1)
-    raise AssertionError("the child never printed its child's pid")
+    printed = eventually(lambda: log.exists() and log.read_text().split(), "the child printing its child's pid",
+                         within=10)
+    return int(printed[0])
 
 
 def test_a_crashed_child_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -67,8 +65,4 @@ def test_rotate_moves_a_large_log_aside(tmp_path: Path) -> None:
 
 
 def _gone(pid: int) -> bool:
-    for _ in range(100):
-        if not process_alive(pid):
-            return True
-        time.sleep(0.1)
-    return False
+    return eventually(lambda: not process_alive(pid), f"process {pid} gone", within=10)
