@@ -146,19 +146,26 @@ class DecodedBatch:
     through: dict[Position, int] = field(default_factory=dict)
     bad: int = 0
     not_ours: int = 0
+    #: Records before their partition's next offset: read before (a restart, a rebalance), not decoded again.
+    redelivered: int = 0
 
 
-def decode_batch(codec: AvroCodec, holds: Callable[[str, int], bool], records: Iterable[RawRecord],
+def decode_batch(codec: AvroCodec, next_offset: Callable[[str, int], int | None], records: Iterable[RawRecord],
                  dead_letter: Callable[[RawRecord, CodecError], None]) -> DecodedBatch:
-    """Decode the records of held partitions; hand undecodable ones to `dead_letter`; skip the others.
+    """Decode the records of held partitions not read yet; hand undecodable ones to `dead_letter`; skip the others.
 
-    Records of partitions this worker no longer holds (a rebalance raced the batch) are left to their
-    new owner.
+    `next_offset` says where this worker's state of a partition stands (None: not its partition). Records of
+    partitions this worker no longer holds (a rebalance raced the batch) are left to their new owner; records
+    before the next offset were read already, so an undecodable one among them is not copied to the DLQ again.
     """
     batch = DecodedBatch()
     for record in records:
-        if not holds(record.topic, record.partition):
+        start = next_offset(record.topic, record.partition)
+        if start is None:
             batch.not_ours += 1
+            continue
+        if record.offset < start:
+            batch.redelivered += 1
             continue
         position = (record.topic, record.partition)
         batch.through[position] = max(batch.through.get(position, 0), record.offset + 1)
@@ -179,7 +186,7 @@ async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> i
     also stores the partition's next offset (past its dead-lettered records too), so a crash keeps state and
     position together. Dead letters are flushed before any view moves past them.
     """
-    batch = decode_batch(ctx.codec, ctx.views.holds, records, ctx.dead_letter)
+    batch = decode_batch(ctx.codec, ctx.views.next_offset, records, ctx.dead_letter)
     ctx.counters.not_ours += batch.not_ours
     if batch.bad:
         await ctx.dead_letters.flush()
@@ -195,5 +202,5 @@ async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> i
         total += len(events)
     ctx.counters.batches += 1
     ctx.counters.folded += fresh
-    ctx.counters.redelivered += total - fresh
+    ctx.counters.redelivered += batch.redelivered + total - fresh
     return fresh

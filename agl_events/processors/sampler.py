@@ -110,7 +110,7 @@ def build_samples_context(settings: Settings, data_dir: Path, adapter: Adapter) 
 async def sample_records(ctx: SamplesContext, records: Iterable[RawRecord]) -> int:
     """Fold, emit and commit one batch (see the module docstring); returns how many samples it emitted."""
     records = list(records)
-    batch = decode_batch(ctx.codec, ctx.states.holds, records, ctx.undecodable)
+    batch = decode_batch(ctx.codec, ctx.states.next_offset, records, ctx.undecodable)
     raw = {(r.topic, r.partition, r.offset): r for r in records}
     folds: list[tuple[SampleBuffer, Folded]] = []
     for (topic, partition), through in batch.through.items():
@@ -136,6 +136,7 @@ async def sample_records(ctx: SamplesContext, records: Iterable[RawRecord]) -> i
         ctx.counters.repeated += folded.repeated
         ctx.counters.redelivered += folded.redelivered
     ctx.counters.not_ours += batch.not_ours
+    ctx.counters.redelivered += batch.redelivered
     ctx.counters.batches += 1
     ctx.counters.folded += sum(len(events) for events in batch.events.values())
     ctx.counters.sampled += len(samples)
