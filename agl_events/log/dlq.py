@@ -2,8 +2,8 @@
 
 A dead letter (`log.dead_letters`) is a record copied byte for byte to `agl.<exp>.dlq`, its origin and the
 error in headers. It is known by its origin (source topic/partition/offset), not by its DLQ offset: the same
-record is dead-lettered again by every reader that meets it (a restarted store, a rebuild, a processor), so a
-listing shows it once, with how many copies were written.
+record is dead-lettered once by every reader that meets it (the store, a rebuild, a processor: each stores its
+position past the record with the batch), so a listing shows it once, with how many copies were written.
 
 A replay appends the record, as it was, to its source topic (the live store's follower or ingester then reads it
 like any other record), then appends a marker to the DLQ: no value, `agl.dlq.replay-of` naming the origin and
