@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from agl_events.emitter.spans import INSTRUMENTATION_NAME, set_active_provider
 from agl_events.events.typed import SpanAdded
 from agl_events.log.records import LoggedEvent, NewEvent
-from agl_events.log.writer import AppendError, EventWriter
+from agl_events.log.sink import AppendError, EventSink
 from agl_events.semconv import LightningResourceAttributes
 from agl_events.tracer.convert import otel_span_dict
 from agl_events.types import Span
@@ -81,7 +81,7 @@ class KafkaSpanProcessor(SpanProcessor):
     at a time per context.
     """
 
-    def __init__(self, writer: EventWriter) -> None:
+    def __init__(self, writer: EventSink) -> None:
         self._writer = writer
         self._order = threading.RLock()  # sequence id assignment and queueing happen in one step
         self._current: ContextVar[_Attempt | None] = ContextVar(f"agl_attempt_{id(self)}", default=None)
@@ -334,7 +334,7 @@ class KafkaTracer:
     take the global provider of a process it does not own, so nothing else does by default.
     """
 
-    def __init__(self, writer: EventWriter, *, resource: Resource | None = None, install_global: bool = False,
+    def __init__(self, writer: EventSink, *, resource: Resource | None = None, install_global: bool = False,
                  flush_timeout: float = 30.0) -> None:
         self.writer = writer
         self.flush_timeout = flush_timeout
