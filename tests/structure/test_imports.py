@@ -8,6 +8,7 @@ the file, lazy imports inside functions included: an import hidden in a function
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,8 +35,14 @@ def _module_name(path: Path) -> str:
 MODULES: dict[str, Path] = {_module_name(p): p for top in PACKAGES for p in (ROOT / top).rglob("*.py")}
 
 
-def _imports(name: str) -> Iterator[str]:
-    """Every module (ours or not) that module `name` imports, resolved to absolute names."""
+@functools.cache
+def _imports(name: str) -> tuple[str, ...]:
+    """Every module (ours or not) that module `name` imports, resolved to absolute names; read once per run
+    (every test here walks the whole package, and parsing it is most of their time)."""
+    return tuple(_read_imports(name))
+
+
+def _read_imports(name: str) -> Iterator[str]:
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
