@@ -17,7 +17,7 @@ from agl_events.replay.cut import CutSpec, parse_time
 from agl_events.replay.rebuild import rebuild
 from agl_events.server.app import DEFAULT_PORT, create_app, serve
 from agl_events.server.auth import AuthConfigError, AuthTokens, load_experiment_tokens
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.readonly import ReadOnlyStore
 from agl_events.views.lock import ViewsInUseError, ViewsLock

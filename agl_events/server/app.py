@@ -34,7 +34,7 @@ from agl_events.server.otlp import create_otlp_router
 from agl_events.server.routes import create_agl_router
 from agl_events.server.store_figures import StoreFigures
 from agl_events.server.ui import create_ui_router
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 
 DEFAULT_PORT = 4747
 EXPERIMENT_DESCRIPTION = ("The experiment: a letter or digit, then letters, digits, '_' and '-' (at most 100 "

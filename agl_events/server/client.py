@@ -15,6 +15,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
+from agl_events.store import route_table as routes
 from agl_events.topics import partition_of
 from agl_events.types import (
     Attempt,
@@ -29,7 +30,6 @@ from agl_events.types import (
     Worker,
 )
 
-NEXT_SEQUENCE_ID = "/spans/next"
 #: How often a client reads the store group's map of owners again.
 OWNERS_SECONDS = 5.0
 
@@ -85,23 +85,28 @@ class StoreClient:
             raise self._unreachable(exc) from exc
         return _checked(response, method, path)
 
+    def _route(self, route: routes.Route, at: str | None = None, *, json: Any = None,
+               params: dict[str, str] | None = None, **path: str) -> Awaitable[Any]:
+        """`route` (its path filled with `path`) at the store `base_url`, or at the store whose root URL is `at`."""
+        return self._call(route.method, route.url(**path), at, json=json, params=params)
+
     def _unreachable(self, exc: Exception) -> StoreUnavailableError:
         return StoreUnavailableError(f"cannot reach the store at {self.base_url} ({exc!r}); start it with "
                                      "`agl-events store` or set --store-url / AGL_STORE_URL")
 
     async def enqueue_many(self, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
         body = {"rollouts": [r.model_dump(mode="json") for r in requests]}
-        return [Rollout.model_validate(r) for r in await self._call("POST", "/queues/rollouts/enqueue", json=body)]
+        return [Rollout.model_validate(r) for r in await self._route(routes.ENQUEUE, json=body)]
 
     async def claim(self, rollout_id: str, worker_id: str) -> Claim | None:
-        data = await self._call("POST", f"/rollouts/{rollout_id}/claim", json={"worker_id": worker_id})
+        data = await self._route(routes.CLAIM, rollout_id=rollout_id, json={"worker_id": worker_id})
         return None if data["rollout"] is None else Claim.model_validate(data)
 
     async def claim_many(self, rollout_ids: Sequence[str], worker_id: str) -> list[Claim | None]:
         """Claim several dispatched tasks, one call per owning store; None for each no longer waiting."""
         async def claim(at: str | None, indices: list[int]) -> list[Any]:
-            return await self._call("POST", "/claims", at, json={"worker_id": worker_id,
-                                                                 "rollout_ids": [rollout_ids[i] for i in indices]})
+            return await self._route(routes.CLAIMS, at, json={"worker_id": worker_id,
+                                                               "rollout_ids": [rollout_ids[i] for i in indices]})
 
         data = await self._at_owners(rollout_ids, claim)
         return [None if c["rollout"] is None else Claim.model_validate(c) for c in data]
@@ -136,57 +141,57 @@ class StoreClient:
         now = time.monotonic()
         if now - self._owners_read >= OWNERS_SECONDS:
             self._owners_read = now
-            group = (await self._call("GET", "/statistics")).get("store_group")
+            group = (await self._route(routes.STATISTICS)).get("store_group")
             self._owners = None if group is None else (group["partitions"], {int(p): url for p, url in
                                                                               group["owners"].items()})
         return self._owners
 
     async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
-        data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}", json=fields)
+        data = await self._route(routes.UPDATE_ATTEMPT, rollout_id=rollout_id, attempt_id=attempt_id, json=fields)
         return Attempt.model_validate(data)
 
     async def finish_attempt(self, rollout_id: str, attempt_id: str, status: str, spans_through: dict[int, int]
                              ) -> Attempt:
         """End an attempt whose spans went to the span topic up to `spans_through` (partition -> next offset)."""
-        data = await self._call("POST", f"/rollouts/{rollout_id}/attempts/{attempt_id}/finish",
-                                json={"status": status, "spans_through": spans_through})
+        data = await self._route(routes.FINISH_ATTEMPT, rollout_id=rollout_id, attempt_id=attempt_id,
+                                 json={"status": status, "spans_through": spans_through})
         return Attempt.model_validate(data)
 
     async def finish_many(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
         """End several attempts, one call per owning store; an outcome per attempt, in order."""
         async def finish(at: str | None, indices: list[int]) -> list[Any]:
-            return await self._call("POST", "/attempts/finish", at,
-                                    json={"finishes": [finishes[i].model_dump(mode="json") for i in indices]})
+            return await self._route(routes.FINISH_ATTEMPTS, at,
+                                     json={"finishes": [finishes[i].model_dump(mode="json") for i in indices]})
 
         return [FinishOutcome.model_validate(o) for o in await self._at_owners([f.rollout_id for f in finishes],
                                                                                finish)]
 
     async def query_rollouts(self) -> list[Rollout]:
         """Every rollout (without its latest attempt: `query_attempts` has them all)."""
-        data = await self._call("GET", "/rollouts")
+        data = await self._route(routes.QUERY_ROLLOUTS)
         return [Rollout.model_validate({k: v for k, v in r.items() if k != "attempt"}) for r in data["items"]]
 
     async def query_spans(self, rollout_id: str) -> list[Span]:
         """Every span of the rollout, of every attempt, by sequence id."""
-        data = await self._call("GET", "/spans", params={"rollout_id": rollout_id})
+        data = await self._route(routes.QUERY_SPANS, params={"rollout_id": rollout_id})
         return [Span.model_validate(s) for s in data["items"]]
 
     async def query_resources(self) -> list[ResourcesUpdate]:
-        data = await self._call("GET", "/resources")
+        data = await self._route(routes.QUERY_RESOURCES)
         return [ResourcesUpdate.model_validate(r) for r in data["items"]]
 
     async def query_workers(self) -> list[Worker]:
-        data = await self._call("GET", "/workers")
+        data = await self._route(routes.QUERY_WORKERS)
         return [Worker.model_validate(w) for w in data["items"]]
 
     async def query_attempts(self, rollout_id: str) -> list[Attempt]:
         """Every attempt of the rollout (none for an unknown rollout), oldest first."""
-        data = await self._call("GET", f"/rollouts/{rollout_id}/attempts")
+        data = await self._route(routes.QUERY_ATTEMPTS, rollout_id=rollout_id)
         return [Attempt.model_validate(a) for a in data["items"]]
 
     async def next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
         """Reserve the rollout's next span sequence id (upstream's `get_next_span_sequence_id`)."""
-        data = await self._call("POST", NEXT_SEQUENCE_ID, json={"rollout_id": rollout_id, "attempt_id": attempt_id})
+        data = await self._route(routes.NEXT_SEQUENCE_ID, json={"rollout_id": rollout_id, "attempt_id": attempt_id})
         return int(data["sequence_id"])
 
     def sequence_reserver(self, rollout_id: str, attempt_id: str) -> Callable[[], int]:
@@ -199,29 +204,30 @@ class StoreClient:
 
         def reserve() -> int:
             try:
-                response = http.post(NEXT_SEQUENCE_ID, json=body)
+                response = http.post(routes.NEXT_SEQUENCE_ID.path, json=body)
             except httpx.TransportError as exc:
                 raise self._unreachable(exc) from exc
-            return int(_checked(response, "POST", NEXT_SEQUENCE_ID)["sequence_id"])
+            return int(_checked(response, "POST", routes.NEXT_SEQUENCE_ID.path)["sequence_id"])
 
         return reserve
 
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
-        data = await self._call("GET", f"/resources/{resources_id}" if resources_id else "/resources/latest")
+        data = await (self._route(routes.GET_RESOURCES, resources_id=resources_id) if resources_id
+                      else self._route(routes.LATEST_RESOURCES))
         return None if data is None else ResourcesUpdate.model_validate(data)
 
     async def task_request(self, key: str) -> Rollout | None:
         """The rollout the task request with idempotency key `key` became; None while it is not ingested."""
-        data = await self._call("GET", f"/task-requests/{quote(key, safe='')}")
+        data = await self._route(routes.TASK_REQUEST, key=key)
         return Rollout.model_validate(data["rollout"]) if data["rollout"] is not None else None
 
     async def prompt_candidates(self, run_id: str | None = None) -> list[PromptCandidate]:
         """The candidates of an APO run (every run's without `run_id`), in the order they were proposed."""
-        data = await self._call("GET", "/prompt-candidates", params={} if run_id is None else {"run_id": run_id})
+        data = await self._route(routes.PROMPT_CANDIDATES, params={} if run_id is None else {"run_id": run_id})
         return [PromptCandidate.model_validate(c) for c in data]
 
     async def update_worker(self, worker_id: str, heartbeat_stats: dict[str, Any]) -> Worker:
-        data = await self._call("POST", f"/workers/{worker_id}", json={"heartbeat_stats": heartbeat_stats})
+        data = await self._route(routes.UPDATE_WORKER, worker_id=worker_id, json={"heartbeat_stats": heartbeat_stats})
         return Worker.model_validate(data)
 
     async def close(self) -> None:

@@ -8,14 +8,13 @@ views), so concurrent first requests share one creation instead of racing to bui
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
 from fastapi import HTTPException
 
 from agl_events.config import _EXPERIMENT_RE as EXPERIMENT_RE  # one rule for CLI, topics and URLs
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.views.rocks import ViewUnavailableError
 
 StoreFactory = Callable[[str], Awaitable[LightningStore]]
@@ -90,9 +89,7 @@ class ExperimentStores:
                 self._open_failures[name] = f"{type(exc).__name__}: {exc}"
                 raise
             self._open_failures.pop(name, None)
-            listeners = getattr(store, "failure_listeners", None)
-            if listeners is not None:
-                listeners.append(lambda error: self.on_failure(name, error))
+            store.add_failure_listener(lambda error: self.on_failure(name, error))
             for listener in self.open_listeners:
                 listener(name, store)
             self._stores[name] = store
@@ -111,18 +108,16 @@ class ExperimentStores:
         name = self.resolve_name(name)
         if name not in self._stores:
             return self._open_failures.get(name)
-        failure = getattr(self._stores[name], "failure", None)
+        failure = self._stores[name].failure
         return None if failure is None else f"{type(failure).__name__}: {failure}"
 
     def interrupt_waits(self) -> None:
         """Answer the long polls of every store now (shutdown must not wait them out)."""
         for store in self._stores.values():
-            interrupt = getattr(store, "interrupt_waits", None)
-            if callable(interrupt):
-                interrupt()
+            store.interrupt_waits()
 
     async def close(self) -> None:
-        """Close every store that has a `close()` (sync or async), all at once, each within
+        """Close every store, all at once, each within
         CLOSE_TIMEOUT_SECONDS, then forget them all: a server holding a hundred experiments stops as fast as one.
         Stores still being opened are waited for (as long) and closed too; none is opened from now on."""
         self._closing = True
@@ -133,13 +128,8 @@ class ExperimentStores:
 
 
 async def _close(name: str, store: LightningStore) -> None:
-    close = getattr(store, "close", None)
-    if not callable(close):
-        return
     try:
-        result = close()
-        if inspect.isawaitable(result):
-            await asyncio.wait_for(result, CLOSE_TIMEOUT_SECONDS)
+        await asyncio.wait_for(store.close(), CLOSE_TIMEOUT_SECONDS)
     except TimeoutError:
         logger.warning("The store of experiment %r did not close within %.0f s; left as it is",
                        name, CLOSE_TIMEOUT_SECONDS)

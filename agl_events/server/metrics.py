@@ -92,8 +92,7 @@ class BackpressureCollector:
         seconds = CounterMetricFamily("agl_store_backpressure_wait_seconds", "Seconds callers spent waiting "
                                       "for room in a bounded queue of the store's write path.", labels=labels)
         for name, store in self._experiments.opened.items():
-            backpressure = getattr(store, "backpressure", None)  # stores that write nothing have no queues
-            for queue, stats in (backpressure() if callable(backpressure) else {}).items():
+            for queue, stats in store.backpressure().items():  # stores that write nothing have no queues
                 waits.add_metric([name, queue], stats.waits)
                 seconds.add_metric([name, queue], stats.seconds)
         yield waits

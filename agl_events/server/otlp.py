@@ -36,7 +36,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status as ProtoStatus
 
 from agl_events.server.errors import CLIENT_ERRORS
 from agl_events.server.limits import MAX_BODY_BYTES
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.types import Event, Link, OtelResource, Span, SpanContext, StatusCode, TraceStatus
 
 PROTOBUF_CT = "application/x-protobuf"

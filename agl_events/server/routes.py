@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from agl_events.server.errors import ERROR_RESPONSES, ErrorBody
+from agl_events.server.errors import ERROR_RESPONSES
 from agl_events.server.requests import (
     ClaimManyRequest,
     ClaimResponse,
@@ -40,7 +40,8 @@ from agl_events.server.requests import (
     WaitForRolloutsRequest,
 )
 from agl_events.server.responses import RolloutOrAttempted, respond, respond_page, validate_pagination
-from agl_events.store.base import UNSET, LightningStore
+from agl_events.store import route_table as routes
+from agl_events.store.contract import UNSET, LightningStore
 from agl_events.types import (
     Attempt,
     AttemptedRollout,
@@ -64,10 +65,6 @@ async def _no_failure() -> str | None:
     return None
 
 AGL_PREFIX = "/v1/agl"
-#: The agl-events extension routes answer 501 on a backend without the feature (the in-memory reference).
-EXTENSION_RESPONSES: dict[int | str, dict[str, Any]] = {
-    501: {"model": ErrorBody, "description": "This store backend lacks the agl-events extension"},
-}
 
 
 def fixed_store(store: LightningStore) -> StoreDependency:
@@ -123,7 +120,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         return JSONResponse({"status": "ok"})
 
     # --- queue -------------------------------------------------------------------------------------------
-    @router.post("/queues/rollouts/enqueue", status_code=201, response_model=list[Rollout])
+    @router.post(routes.ENQUEUE.path, status_code=201, response_model=list[Rollout])
     async def enqueue_rollouts(request: EnqueueManyRolloutsRequest, store: Store) -> JSONResponse:
         if not request.rollouts:
             return respond([], list[Rollout], 201)
@@ -136,7 +133,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
             return respond([rollout], list[Rollout], 201)
         return respond(list(await store.enqueue_many_rollouts(request.rollouts)), list[Rollout], 201)
 
-    @router.post("/queues/rollouts/dequeue", response_model=list[AttemptedRollout])
+    @router.post(routes.DEQUEUE.path, response_model=list[AttemptedRollout])
     async def dequeue_rollouts(
         store: Store, request: Annotated[DequeueManyRolloutsRequest | None, Body()] = None
     ) -> JSONResponse:
@@ -150,7 +147,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         return respond(list(claimed), list[AttemptedRollout])
 
     # --- rollouts ----------------------------------------------------------------------------------------
-    @router.post("/rollouts", status_code=201, response_model=AttemptedRollout)
+    @router.post(routes.START_ROLLOUT.path, status_code=201, response_model=AttemptedRollout)
     async def start_rollout(request: RolloutRequest, store: Store) -> JSONResponse:
         started = await store.start_rollout(
             input=request.input, mode=request.mode, resources_id=request.resources_id, config=request.config,
@@ -167,7 +164,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         )
         return respond_page(result, RolloutOrAttempted, limit=q.limit, offset=q.offset)
 
-    @router.get("/rollouts", response_model=PaginatedResult[RolloutOrAttempted])
+    @router.get(routes.QUERY_ROLLOUTS.path, response_model=PaginatedResult[RolloutOrAttempted])
     async def query_rollouts(q: Annotated[QueryRolloutsRequest, Query()], store: Store) -> JSONResponse:
         return await _query_rollouts(q, store)
 
@@ -179,7 +176,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     async def get_rollout_by_id(rollout_id: str, store: Store) -> JSONResponse:
         return respond(await store.get_rollout_by_id(rollout_id), RolloutOrAttempted | None)
 
-    @router.post("/rollouts/{rollout_id}", response_model=Rollout)
+    @router.post(routes.UPDATE_ROLLOUT.path, response_model=Rollout)
     async def update_rollout(
         rollout_id: str, request: Annotated[UpdateRolloutRequest, Body()], store: Store
     ) -> JSONResponse:
@@ -195,75 +192,57 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         return respond(updated, Rollout)
 
     # --- attempts ----------------------------------------------------------------------------------------
-    @router.post("/rollouts/{rollout_id}/attempts", status_code=201, response_model=AttemptedRollout)
+    @router.post(routes.START_ATTEMPT.path, status_code=201, response_model=AttemptedRollout)
     async def start_attempt(
         rollout_id: str, store: Store, request: Annotated[StartAttemptRequest | None, Body()] = None
     ) -> JSONResponse:
         worker_id = request.worker_id if request else None
         return respond(await store.start_attempt(rollout_id, worker_id=worker_id), AttemptedRollout, 201)
 
-    @router.post("/rollouts/{rollout_id}/claim", response_model=ClaimResponse, responses=EXTENSION_RESPONSES)
+    @router.post(routes.CLAIM.path, response_model=ClaimResponse)
     async def claim_rollout(
         rollout_id: str, store: Store, request: Annotated[StartAttemptRequest | None, Body()] = None
     ) -> JSONResponse:
         """agl-events extension, not in Agent Lightning: runners on the tasks topic claim a queued rollout."""
-        claim = getattr(store, "claim_rollout", None)
-        if claim is None:
-            raise HTTPException(status_code=501, detail="this store backend does not dispatch tasks")
-        claimed = await claim(rollout_id, worker_id=request.worker_id if request else None)
+        claimed = await store.claim_rollout(rollout_id, worker_id=request.worker_id if request else None)
         body = ClaimResponse.model_validate(claimed.model_dump() if claimed else {"rollout": None,
                                                                                    "next_sequence_id": None})
         return respond(body, ClaimResponse)
 
-    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/finish", response_model=Attempt,
-                 responses=EXTENSION_RESPONSES)
+    @router.post(routes.FINISH_ATTEMPT.path, response_model=Attempt)
     async def finish_attempt(
         rollout_id: str, attempt_id: str, request: FinishAttemptRequest, store: Store
     ) -> JSONResponse:
         """agl-events extension: a runner ends an attempt once the store has read its spans from the span topic."""
-        finish = getattr(store, "finish_attempt", None)
-        if finish is None:
-            raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
-        return respond(await finish(rollout_id, attempt_id, request.status, request.spans_through), Attempt)
+        return respond(await store.finish_attempt(rollout_id, attempt_id, request.status, request.spans_through),
+                       Attempt)
 
-    @router.post("/claims", response_model=list[ClaimResponse], responses=EXTENSION_RESPONSES)
+    @router.post(routes.CLAIMS.path, response_model=list[ClaimResponse])
     async def claim_rollouts(request: ClaimManyRequest, store: Store) -> JSONResponse:
         """agl-events extension: a runner with several free slots claims the tasks it took, in one call; each
         answer is null-rollout where that rollout was no longer waiting. Rollouts of any partition."""
-        claim = getattr(store, "claim_rollouts", None)
-        if claim is None:
-            raise HTTPException(status_code=501, detail="this store backend does not dispatch tasks")
-        claimed = await claim(request.rollout_ids, worker_id=request.worker_id)
+        claimed = await store.claim_rollouts(request.rollout_ids, worker_id=request.worker_id)
         body = [ClaimResponse.model_validate(c.model_dump() if c else {"rollout": None, "next_sequence_id": None})
                 for c in claimed]
         return respond(body, list[ClaimResponse])
 
-    @router.post("/attempts/finish", response_model=list[FinishOutcome], responses=EXTENSION_RESPONSES)
+    @router.post(routes.FINISH_ATTEMPTS.path, response_model=list[FinishOutcome])
     async def finish_attempts(request: FinishManyRequest, store: Store) -> JSONResponse:
         """agl-events extension: a runner ends several attempts in one call, once the store has read their
         spans; an outcome per attempt, in order (an attempt the store refuses carries its error alone)."""
-        finish = getattr(store, "finish_attempts", None)
-        if finish is None:
-            raise HTTPException(status_code=501, detail="this store backend does not take spans from the span topic")
-        return respond(await finish(request.finishes), list[FinishOutcome])
+        return respond(await store.finish_attempts(request.finishes), list[FinishOutcome])
 
-    @router.get("/task-requests/{key:path}", response_model=TaskRequestStatus, responses=EXTENSION_RESPONSES)
+    @router.get(routes.TASK_REQUEST.path, response_model=TaskRequestStatus)
     async def task_request_status(key: str, store: Store) -> JSONResponse:
         """agl-events extension: the rollout a task request of the task-requests topic became, if any yet."""
-        task_rollout = getattr(store, "task_rollout", None)
-        if task_rollout is None:
-            raise HTTPException(status_code=501, detail="this store backend does not ingest task requests")
-        rollout_id = task_rollout(key)
+        rollout_id = store.task_rollout(key)
         rollout = await store.get_rollout_by_id(rollout_id) if rollout_id is not None else None
         return respond(TaskRequestStatus(key=key, rollout=rollout), TaskRequestStatus)
 
-    @router.get("/prompt-candidates", response_model=list[PromptCandidate], responses=EXTENSION_RESPONSES)
+    @router.get(routes.PROMPT_CANDIDATES.path, response_model=list[PromptCandidate])
     async def prompt_candidates(store: Store, run_id: str | None = None) -> JSONResponse:
         """agl-events extension: the candidates of an APO run (all runs without `run_id`), with their scores."""
-        query = getattr(store, "query_prompt_candidates", None)
-        if query is None:
-            raise HTTPException(status_code=501, detail="this store backend does not record prompt candidates")
-        return respond(await query(run_id), list[PromptCandidate])
+        return respond(await store.query_prompt_candidates(run_id), list[PromptCandidate])
 
     async def _query_attempts(rollout_id: str, q: QueryAttemptsRequest, store: LightningStore) -> JSONResponse:
         validate_pagination(q, Attempt)
@@ -273,7 +252,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         )
         return respond_page(result, Attempt, limit=q.limit, offset=q.offset)
 
-    @router.get("/rollouts/{rollout_id}/attempts", response_model=PaginatedResult[Attempt])
+    @router.get(routes.QUERY_ATTEMPTS.path, response_model=PaginatedResult[Attempt])
     async def query_attempts(
         rollout_id: str, q: Annotated[QueryAttemptsRequest, Query()], store: Store
     ) -> JSONResponse:
@@ -287,7 +266,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     async def get_latest_attempt(rollout_id: str, store: Store) -> JSONResponse:
         return respond(await store.get_latest_attempt(rollout_id), Attempt | None)
 
-    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}", response_model=Attempt)
+    @router.post(routes.UPDATE_ATTEMPT.path, response_model=Attempt)
     async def update_attempt(
         rollout_id: str, attempt_id: str, request: Annotated[UpdateAttemptRequest, Body()], store: Store
     ) -> JSONResponse:
@@ -311,7 +290,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         )
         return respond_page(result, Worker, limit=q.limit, offset=q.offset)
 
-    @router.get("/workers", response_model=PaginatedResult[Worker])
+    @router.get(routes.QUERY_WORKERS.path, response_model=PaginatedResult[Worker])
     async def query_workers(q: Annotated[QueryWorkersRequest, Query()], store: Store) -> JSONResponse:
         return await _query_workers(q, store)
 
@@ -323,19 +302,19 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     async def get_worker(worker_id: str, store: Store) -> JSONResponse:
         return respond(await store.get_worker_by_id(worker_id), Worker | None)
 
-    @router.post("/workers/{worker_id}", response_model=Worker)
+    @router.post(routes.UPDATE_WORKER.path, response_model=Worker)
     async def update_worker(
         worker_id: str, store: Store, request: Annotated[UpdateWorkerRequest | None, Body()] = None
     ) -> JSONResponse:
         stats = _present_not_null(request, "heartbeat_stats")
         return respond(await store.update_worker(worker_id, heartbeat_stats=stats), Worker)
 
-    @router.get("/statistics", response_model=dict[str, Any])
+    @router.get(routes.STATISTICS.path, response_model=dict[str, Any])
     async def statistics(store: Store) -> JSONResponse:
         return respond(await store.statistics(), dict[str, Any])
 
     # --- resources ---------------------------------------------------------------------------------------
-    @router.get("/resources", response_model=PaginatedResult[ResourcesUpdate])
+    @router.get(routes.QUERY_RESOURCES.path, response_model=PaginatedResult[ResourcesUpdate])
     async def query_resources(q: Annotated[QueryResourcesRequest, Query()], store: Store) -> JSONResponse:
         validate_pagination(q, ResourcesUpdate)
         result = await store.query_resources(
@@ -348,7 +327,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     async def add_resources(resources: Annotated[NamedResources, Body()], store: Store) -> JSONResponse:
         return respond(await store.add_resources(resources), ResourcesUpdate, 201)
 
-    @router.get("/resources/latest", response_model=ResourcesUpdate | None)
+    @router.get(routes.LATEST_RESOURCES.path, response_model=ResourcesUpdate | None)
     async def get_latest_resources(store: Store) -> JSONResponse:
         return respond(await store.get_latest_resources(), ResourcesUpdate | None)
 
@@ -358,17 +337,17 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     ) -> JSONResponse:
         return respond(await store.update_resources(resources_id, resources), ResourcesUpdate)
 
-    @router.get("/resources/{resources_id}", response_model=ResourcesUpdate | None)
+    @router.get(routes.GET_RESOURCES.path, response_model=ResourcesUpdate | None)
     async def get_resources_by_id(resources_id: str, store: Store) -> JSONResponse:
         return respond(await store.get_resources_by_id(resources_id), ResourcesUpdate | None)
 
     # --- spans -------------------------------------------------------------------------------------------
-    @router.post("/spans", status_code=201, response_model=Span | None)
+    @router.post(routes.ADD_SPAN.path, status_code=201, response_model=Span | None)
     async def add_span(span: Span, store: Store) -> JSONResponse:
         # null (still 201) means the span was a duplicate and was skipped.
         return respond(await store.add_span(span), Span | None, 201)
 
-    @router.get("/spans", response_model=PaginatedResult[Span])
+    @router.get(routes.QUERY_SPANS.path, response_model=PaginatedResult[Span])
     async def query_spans(q: Annotated[QuerySpansRequest, Query()], store: Store) -> JSONResponse:
         validate_pagination(q, Span)
         return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
@@ -378,7 +357,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         validate_pagination(q, Span)
         return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
 
-    @router.post("/spans/next", response_model=NextSequenceIdResponse)
+    @router.post(routes.NEXT_SEQUENCE_ID.path, response_model=NextSequenceIdResponse)
     async def next_span_sequence_id(request: NextSequenceIdRequest, store: Store) -> dict[str, int]:
         return {"sequence_id": await store.get_next_span_sequence_id(request.rollout_id, request.attempt_id)}
 

@@ -34,7 +34,7 @@ from agl_events.events.kinds import KINDS, Kind
 from agl_events.log.records import LoggedEvent
 from agl_events.reducers import keys
 from agl_events.server.experiments import ExperimentStores
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.views.disk import folder_bytes
 
 #: Seconds from enqueue to the first attempt, or to the final status: from a busy queue's milliseconds to
@@ -133,8 +133,8 @@ class FoldObserver:
 class StoreFigures:
     """The store metric families on `registry`, an observer per opened experiment, and both read together.
 
-    Attach each store once it opens (`attach`); stores without a view (read-only ones, test doubles) give
-    only what they have. A `trainer` in the same process (the Trainer embeds its store server) is registered
+    Attach each store once it opens (`attach`); a store without a view gives only what it has (the contract's
+    defaults). A `trainer` in the same process (the Trainer embeds its store server) is registered
     too, and its step and reward join its experiment's figures."""
 
     def __init__(self, registry: CollectorRegistry, experiments: ExperimentStores,
@@ -156,29 +156,27 @@ class StoreFigures:
             registry.register(trainer)
 
     def attach(self, name: str, store: LightningStore) -> None:
-        view = getattr(store, "view", None)
-        listeners = getattr(store, "fold_listeners", None)
-        if view is None or listeners is None or name in self._observers:
+        view = store.view
+        if view is None or name in self._observers:
             return
         observer = FoldObserver(self.dispatch.labels(name), self.finish, self.reward.labels(name), name, view)
-        listeners.append(observer)
+        store.add_fold_listener(observer)
         self._observers[name] = observer
 
     def figures(self, name: str, store: LightningStore) -> ExperimentFigures:
         """The experiment's figures now."""
-        view = getattr(store, "view", None)
+        view = store.view
         observer = self._observers.get(name)
-        counts = getattr(getattr(view, "kv", None), "counts", None)
         latest = None if view is None else view.get(keys.LATEST_RESOURCES)
-        view_dir = getattr(store, "view_dir", None)
+        view_dir = store.view_dir
         trainer = self._trainer if self._trainer is not None and self._trainer.experiment == name else None
         return ExperimentFigures(
             experiment=name, time=time.time(), healthy=self._experiments.failure_of(name) is None,
-            rollouts_by_status=counts() if callable(counts) else {},
+            rollouts_by_status=store.rollouts_by_status(),
             events_applied=dict(observer.applied) if observer is not None else {},
             consumer_lag={f"{topic}/{partition}": lag for (topic, partition), lag in sorted(_lag(store).items())},
             view_bytes=None if view_dir is None else folder_bytes(view_dir),
-            dead_letters=getattr(store, "dead_letters_written", None),
+            dead_letters=store.dead_letters_written,
             resources_versions=0 if view is None else view.get(keys.count("resources")) or 0,
             latest_resources_id=latest,
             trainer_step=None if trainer is None else trainer.step,
@@ -193,12 +191,11 @@ class StoreFigures:
 
 def _lag(store: LightningStore) -> dict[tuple[str, int], int]:
     """Records in the log the view has not folded yet, per (topic, partition)."""
-    log_ends = getattr(store, "log_ends", None)
-    view = getattr(store, "view", None)
-    if not callable(log_ends) or view is None:
+    view = store.view
+    if view is None:
         return {}
     positions = view.positions
-    return {position: max(end - positions.get(position, 0), 0) for position, end in log_ends().items()}
+    return {position: max(end - positions.get(position, 0), 0) for position, end in store.log_ends().items()}
 
 
 class _Collector:

@@ -4,7 +4,7 @@ One store process owns an experiment: it decides every command (see `committer`)
 sequence ids and attempt numbers need no distributed locking. Its RocksDB view is derived: on start
 it catches up from the offsets stored in the view itself (or from offset 0 into an empty folder),
 then keeps following the topics (`follower`), so events appended by other producers are folded in too.
-This module only builds the clients and the storage; behaviour is the service's.
+This module only builds the clients and the storage (a `Backend`); behaviour is the store's parts'.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from agl_events.log.dead_letters import dead_letter_ignored_to, dead_letter_to
 from agl_events.log.reader import EventReader
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.log.writer import EventWriter, abandon
+from agl_events.store.backend import Backend, Companion
+from agl_events.store.contract import LightningStore
 from agl_events.store.follower import Follower
+from agl_events.store.group import Group
 from agl_events.store.ingester import Ingester
 from agl_events.store.lane import ask
 from agl_events.store.membership import StoreGroup
@@ -113,7 +116,8 @@ class KafkaLightningStore(EventSourcedStore):
         tasks_writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id,
                                    **{"batch.num.messages": 1, "linger.ms": 0})
         view_dir = view_dir or settings.home / "views" / settings.experiment
-        view = StoreView(StatusCountingKV(RocksKV(view_dir)), on_ignored=dead_letter_ignored_to(writer, codec))
+        counted = StatusCountingKV(RocksKV(view_dir))
+        view = StoreView(counted, on_ignored=dead_letter_ignored_to(writer, codec))
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
                              dead_letter=dead_letter_to(writer),
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})
@@ -121,86 +125,56 @@ class KafkaLightningStore(EventSourcedStore):
         ownership = None if advertise_url is None else Ownership(
             await ask(functools.partial(_partition_count, bootstrap, rollouts_topic)), advertise_url)
         router = Router(ownership, PeerStores(settings.experiment, auth_token) if ownership else None)
-        store = cls(KafkaLog(writer, tasks_writer), view, Follower(reader, view), producer_id=producer_id,
-                    scan_debounce_seconds=scan_debounce_seconds, clock=clock, router=router)
-        store.view_dir = view_dir
-        store._ingester = Ingester(bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS),
-                                   codec, store.ingest_task, dead_letter_to(writer), writer.flush,
-                                   catch_up=store.catch_up_rollouts if ownership is not None else None)
+        companions: dict[str, Callable[[LightningStore, Group], Companion]] = {}
+        if ownership is not None:
+            companions["membership"] = lambda store, group: _Membership(StoreGroup(
+                bootstrap, settings.experiment, rollouts_topic, ownership, group.take_over, group.hand_over),
+                router)
+        companions["ingester"] = lambda store, group: Ingester(  # started last: once the view holds every key enqueued
+            bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS), codec,
+            store.ingest_task, dead_letter_to(writer), writer.flush,
+            catch_up=group.catch_up_rollouts if ownership is not None else None)
+        kafka_log = KafkaLog(writer, tasks_writer)
+        store = cls(Backend(view, producer_id, kafka_log, Follower(reader, view), router=router,
+                            companions=companions, log_queues=kafka_log.backpressure,
+                            dead_letters=lambda: writer.raw_produced, log_ends=reader.cached_end_offsets,
+                            status_counts=counted.counts, view_dir=view_dir),
+                    reader, scan_debounce_seconds=scan_debounce_seconds, clock=clock)
         try:
             reader.assign(view.positions)
             applied = await store.start()
-            if ownership is not None:
-                store._group = StoreGroup(bootstrap, settings.experiment, rollouts_topic, ownership,
-                                          store.take_over, store.hand_over)
-                router.refresh = store._group.refresh
-                store._group.start()
-            store._ingester.start()  # only once the view holds every key enqueued before
         except BaseException:
             await store.close()  # release the RocksDB lock so that a retry can open the view
             raise
         log.info("experiment %s: view caught up (%d events folded)", settings.experiment, applied)
         return store
 
-    _ingester: Ingester | None = None
-    _group: StoreGroup | None = None
-    #: The one closing of this store (see close()).
-    _closing: asyncio.Future[None] | None = None
-    #: The RocksDB folder of the view (set by open()).
-    view_dir: Path
-
-    @property
-    def ingester(self) -> Ingester:
-        """The consumer turning the task-requests topic into rollouts."""
-        assert self._ingester is not None, "built by open()"
-        return self._ingester
-
-    async def close(self) -> None:
-        """Close once, whoever asks and however often: the server closes the stores it served (giving up on one
-        after `server.experiments.CLOSE_TIMEOUT_SECONDS`, which cancels its wait), and `serving` closes its store
-        again. The closing runs as a task of its own that a cancelled caller does not cut short, and every later
-        close waits for that same task: a second closing would find the first one's clients half closed (the
-        ingester's lane refuses calls once closed)."""
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close_once())
-        await asyncio.shield(self._closing)
-
-    async def _close_once(self) -> None:
-        """Stop ingesting first: its last batch still needs the committer and the log. The router stops before
-        it: an ingester waiting to own a partition (in a group with more stores than partitions) would otherwise
-        wait forever, and calls waiting for an owner get their 503 at once."""
-        self.router.stop()
-        if self._ingester is not None:
-            await self._ingester.stop()
-        if self._group is not None:  # hands our partitions over (drained) while the committer still runs
-            await self._group.leave()
-        if self.router.peers is not None:
-            await self.router.peers.close()
-        await super().close()
-
-    def interrupt_waits(self) -> None:
-        """Shutting down: long polls are answered, and calls waiting for the store group to give this store (or
-        another) their rollout's partition get a 503 at once instead of waiting for a group that is leaving."""
-        self.router.stop()
-        super().interrupt_waits()
-
-    def backpressure(self) -> dict[str, BackpressureStats]:
-        return {**super().backpressure(), **cast(KafkaLog, self._log).backpressure()}
+    def __init__(self, backend: Backend, reader: EventReader, *, scan_debounce_seconds: float = 10.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(backend, scan_debounce_seconds=scan_debounce_seconds, clock=clock)
+        self._reader = reader
+        #: The consumer turning the task-requests topic into rollouts.
+        self.ingester = cast(Ingester, self._parts.companions["ingester"])
 
     @property
     def dead_lettered(self) -> int:
         """Undecodable records this store's reader sent to the dead-letter topic."""
-        return cast(EventReader, self._follower.source).dead_lettered
+        return self._reader.dead_lettered
 
-    @property
-    def dead_letters_written(self) -> int:
-        """Every record this store copied to the dead-letter topic: undecodable ones, events its view ignored,
-        invalid task requests."""
-        return cast(KafkaLog, self._log).writer.raw_produced
 
-    def log_ends(self) -> dict[tuple[str, int], int]:
-        """Where each partition the view follows ends, as of the reader's last fetch (asks the broker nothing)."""
-        return cast(EventReader, self._follower.source).cached_end_offsets()
+class _Membership:
+    """The store group's membership as a companion of the store: it leaves the group on close."""
+
+    def __init__(self, group: StoreGroup, router: Router) -> None:
+        self._group = group
+        self._router = router
+
+    def start(self) -> None:
+        self._router.refresh = self._group.refresh
+        self._group.start()
+
+    async def stop(self) -> None:
+        await self._group.leave()  # hands our partitions over (drained) while the committer still runs
 
 
 def _partition_count(bootstrap: str, topic: str) -> int:

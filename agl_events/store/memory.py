@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from agl_events.events.codec import AvroCodec
 from agl_events.log.encoding import encode_event
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, Position
-from agl_events.store.base import LightningStoreCapabilities
+from agl_events.store.backend import Backend
+from agl_events.store.contract import LightningStoreCapabilities
 from agl_events.store.follower import Follower
 from agl_events.store.service import EventSourcedStore
 from agl_events.topics import Topic
@@ -108,14 +109,14 @@ class InMemoryReader:
 
 class InMemoryLightningStore(EventSourcedStore):
     """Not durable and single-process: for tests and quick experiments. Background work (follower, watchdog)
-    starts on first use inside the caller's event loop, so the store can be built outside one, as upstream's."""
-
-    @property
-    def capabilities(self) -> LightningStoreCapabilities:
-        return {**super().capabilities, "zero_copy": False}
+    starts on first use inside the caller's event loop, so the store can be built outside one, as upstream's.
+    `log` is the in-memory log, for tests that play another producer."""
 
     def __init__(self, scan_debounce_seconds: float = 10.0, *, clock: Callable[[], float] = time.time) -> None:
         self.log = InMemoryLog()
         view = StoreView(DictKV())
-        super().__init__(self.log, view, Follower(self.log.reader(), view), producer_id="memory-store",
+        capabilities = LightningStoreCapabilities(thread_safe=False, async_safe=True, zero_copy=False,
+                                                  otlp_traces=False)
+        super().__init__(Backend(view, "memory-store", self.log, Follower(self.log.reader(), view),
+                                 capabilities=capabilities),
                          scan_debounce_seconds=scan_debounce_seconds, clock=clock)

@@ -21,7 +21,7 @@ import uvicorn
 from agl_events.config import Settings
 from agl_events.server import create_app
 from agl_events.server.auth import AuthTokens
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from tests.eventually import eventually
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

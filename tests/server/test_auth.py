@@ -32,7 +32,7 @@ from agl_events.server.auth import (
 )
 from agl_events.server.client import StoreAuthError, StoreClient, url_with_token
 from agl_events.server.embedded import embedded_store_server
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.store.memory import InMemoryLightningStore
 from agl_events.types import EnqueueRolloutRequest
 from tests.runner.agents import SPANS_PER_ROLLOUT, counting_agent

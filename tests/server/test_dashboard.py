@@ -23,7 +23,7 @@ from agl_events.llm.routing import ModelRouter
 from agl_events.processors.metrics import WorkerCollector, WorkerFigures
 from agl_events.processors.partition_views import PartitionViews
 from agl_events.server import create_app
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "agl-events.json"
 #: The series names a family of each type exposes (what PromQL can name).

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from agl_events.config import Settings
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
 from tests.server.conftest import RunningServer, StoreFor
 

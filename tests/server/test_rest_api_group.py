@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from agl_events.config import Settings
-from agl_events.store.base import LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.store.kafka import KafkaLightningStore
 from tests.eventually import eventually_async
 from tests.server.conftest import RunningServer, StoreFor
@@ -56,7 +56,7 @@ def server(settings: Settings, tmp_path: Path, start_server: Callable[[StoreFor]
 
 async def _settled(store: KafkaLightningStore, timeout: float = 60.0) -> None:
     """Until `store` owns some but not all partitions and knows an owner for each."""
-    ownership = store.router.ownership
+    ownership = store.group.router.ownership
     assert ownership is not None
     await eventually_async(lambda: ownership, "the store group settled", within=timeout,
                            until=lambda it: bool(it.owned) and len(it.owned) < it.partitions

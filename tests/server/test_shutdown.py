@@ -119,7 +119,7 @@ async def test_a_store_that_stops_serving_ends_the_server(monkeypatch: pytest.Mo
         assert (await client.get("/v1/agl/rollouts")).status_code == 200
     _poison(store, monkeypatch)
     await asyncio.wait_for(serving, 10)
-    assert str(server.failed) == "disk on fire" and store._closed
+    assert str(server.failed) == "disk on fire" and store.closed
 
 
 #: Experiments a shutdown test's server holds: closing them one by one used to take minutes.

@@ -80,7 +80,7 @@ async def test_a_failing_fold_stops_the_store_and_its_waiters(store, clock, appe
                                                            {0: 10**9}))
     await asyncio.sleep(0.1)  # let both start waiting
     failures: list[BaseException] = []
-    store.failure_listeners.append(failures.append)
+    store.add_failure_listener(failures.append)
 
     def broken(pending: Any, record: dict[str, Any]) -> None:
         raise RuntimeError("reducer bug")

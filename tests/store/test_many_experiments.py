@@ -46,7 +46,7 @@ async def test_a_store_keeps_folding_and_ingesting_while_the_loops_shared_thread
     held: list[asyncio.Future[bool]] = []
     try:
         first = await store.enqueue_rollout(input="the first call")  # decided here: the group gave us everything
-        assert store.router.placement.owns(first.rollout_id)
+        assert store.group.router.placement.owns(first.rollout_id)
         held += [loop.run_in_executor(None, release.wait) for _ in range(SHARED_THREADS)]
         _produce_task(settings, "k1")
         rid = await eventually_async(lambda: store.task_rollout("k1"), "the task request ingested")

@@ -8,7 +8,7 @@ import orjson
 
 from agl_events.events.jsontext import dumps
 from agl_events.events.typed import WorkerHeartbeat, WorkerStatusChanged
-from agl_events.store.base import UNSET
+from agl_events.store.contract import UNSET
 from agl_events.store.context import DecisionContext
 
 

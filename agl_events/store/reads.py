@@ -1,0 +1,150 @@
+"""The store's reads: every query, answered from the folded view with upstream's filtering and paging.
+
+Plain functions of the view (no log, no waiting): the facade (`store.service`) runs the watchdog's hook
+before the calls upstream checks before, then asks here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from agl_events.reducers import keys
+from agl_events.store import queries as q
+from agl_events.types import (
+    Attempt,
+    AttemptedRollout,
+    PaginatedResult,
+    PromptCandidate,
+    ResourcesUpdate,
+    Rollout,
+    Span,
+    Worker,
+)
+from agl_events.views.store_view import StoreView
+
+
+class Reads:
+    """Queries over `view`."""
+
+    def __init__(self, view: StoreView) -> None:
+        self.view = view
+
+    def latest_attempt(self, rid: str) -> dict[str, Any] | None:
+        found = None
+        for _, attempt in self.view.scan(keys.attempts_of(rid)):
+            found = attempt
+        return found
+
+    def _with_attempt(self, rollout: dict[str, Any]) -> Rollout | AttemptedRollout:
+        attempt = self.latest_attempt(rollout["rollout_id"])
+        if attempt is None:
+            return Rollout.model_validate(rollout)
+        return AttemptedRollout.model_validate({**rollout, "attempt": attempt})
+
+    # -- rollouts ---------------------------------------------------------------------------------------
+    def get_rollout_by_id(self, rollout_id: str) -> Rollout | AttemptedRollout | None:
+        rollout = self.view.get(keys.rollout(rollout_id))
+        return None if rollout is None else self._with_attempt(rollout)
+
+    def query_rollouts(self, *, status_in: Sequence[str] | None, rollout_id_in: Sequence[str] | None,
+                       rollout_id_contains: str | None, filter_logic: str, sort_by: str | None, sort_order: str,
+                       limit: int, offset: int, status: Sequence[str] | None, rollout_ids: Sequence[str] | None
+                       ) -> PaginatedResult[Rollout | AttemptedRollout]:
+        if status is not None or rollout_ids is not None:
+            warnings.warn("status and rollout_ids are deprecated; use status_in and rollout_id_in",
+                          DeprecationWarning, stacklevel=3)
+        status_in = status_in if status_in is not None else status
+        rollout_id_in = rollout_id_in if rollout_id_in is not None else rollout_ids
+        conditions = q.conditions(among={"status": status_in, "rollout_id": rollout_id_in},
+                                  containing={"rollout_id": rollout_id_contains})
+        candidates = self._rollout_candidates(rollout_id_in if filter_logic == "and" else None)
+        page, total = q.select(candidates, Rollout, conditions, filter_logic, [], sort_by or "start_time",
+                               sort_order if sort_by else "asc", limit, offset)
+        return PaginatedResult(items=[self._with_attempt(r) for r in page], limit=limit, offset=offset,
+                               total=total)
+
+    def _rollout_candidates(self, ids: Sequence[str] | None) -> list[dict[str, Any]]:
+        """Point reads when the ids are known (and ANDed), else a scan of all rollouts."""
+        if ids is not None:
+            found = (self.view.get(keys.rollout(rid)) for rid in dict.fromkeys(ids))
+            return [r for r in found if r is not None]
+        return [r for _, r in self.view.scan(keys.ROLLOUTS)]
+
+    def task_rollout(self, key: str) -> str | None:
+        return self.view.get(keys.task_key(key))
+
+    # -- attempts and spans -----------------------------------------------------------------------------
+    def query_attempts(self, rollout_id: str, *, sort_by: str | None, sort_order: str, limit: int, offset: int
+                       ) -> PaginatedResult[Attempt]:
+        attempts = [a for _, a in self.view.scan(keys.attempts_of(rollout_id))]
+        page, total = q.select(attempts, Attempt, [], "and", [], sort_by, sort_order, limit, offset)
+        return PaginatedResult(items=[Attempt.model_validate(a) for a in page], limit=limit, offset=offset,
+                               total=total)
+
+    def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
+        attempt = self.latest_attempt(rollout_id)
+        return None if attempt is None else Attempt.model_validate(attempt)
+
+    def query_spans(self, rollout_id: str, attempt_id: str | None, *, equal: dict[str, str | None],
+                    containing: dict[str, str | None], filter_logic: str, limit: int, offset: int,
+                    sort_by: str | None, sort_order: str) -> PaginatedResult[Span]:
+        must: list[q.Condition] = []
+        if attempt_id == "latest":
+            latest = self.latest_attempt(rollout_id)
+            if latest is None:
+                return PaginatedResult(items=[], limit=limit, offset=offset, total=0)
+            must.append(q.exact("attempt_id", latest["attempt_id"]))
+        elif attempt_id is not None:
+            must.append(q.exact("attempt_id", attempt_id))
+        conditions = q.conditions(equal=equal, containing=containing)
+        spans = [s for _, s in self.view.scan(keys.spans_of(rollout_id))]
+        page, total = q.select(spans, Span, conditions, filter_logic, must, sort_by, sort_order, limit, offset)
+        return PaginatedResult(items=[Span.model_validate(s) for s in page], limit=limit, offset=offset,
+                               total=total)
+
+    # -- resources, prompt candidates, workers ----------------------------------------------------------
+    def get_resources_by_id(self, resources_id: str) -> ResourcesUpdate | None:
+        found = self.view.get(keys.resources(resources_id))
+        return None if found is None else ResourcesUpdate.model_validate(found)
+
+    def get_latest_resources(self) -> ResourcesUpdate | None:
+        latest = self.view.get(keys.LATEST_RESOURCES)
+        return None if latest is None else self.get_resources_by_id(latest)
+
+    def query_resources(self, *, resources_id: str | None, resources_id_contains: str | None, sort_by: str | None,
+                        sort_order: str, limit: int, offset: int) -> PaginatedResult[ResourcesUpdate]:
+        conditions = q.conditions(equal={"resources_id": resources_id},
+                                  containing={"resources_id": resources_id_contains})
+        snapshots = [s for _, s in self.view.scan(keys.RESOURCES)]
+        page, total = q.select(snapshots, ResourcesUpdate, conditions, "and", [], sort_by or "create_time",
+                               sort_order if sort_by else "asc", limit, offset)
+        return PaginatedResult(items=[ResourcesUpdate.model_validate(s) for s in page], limit=limit,
+                               offset=offset, total=total)
+
+    def query_prompt_candidates(self, run_id: str | None) -> list[PromptCandidate]:
+        prefix = keys.PROMPT_CANDIDATES if run_id is None else keys.prompt_candidate(run_id, "")
+        found = [PromptCandidate.model_validate({**entry, "scores": sorted(entry["scores"].values(),
+                                                                           key=lambda s: s["time"])})
+                 for _, entry in self.view.scan(prefix)]
+        return sorted(found, key=lambda c: (c.time is None, c.time or 0.0))
+
+    def get_worker_by_id(self, worker_id: str) -> Worker | None:
+        found = self.view.get(keys.worker(worker_id))
+        return None if found is None else Worker.model_validate(found)
+
+    def query_workers(self, *, status_in: Sequence[str] | None, worker_id_contains: str | None, filter_logic: str,
+                      sort_by: str | None, sort_order: str, limit: int, offset: int) -> PaginatedResult[Worker]:
+        conditions = q.conditions(among={"status": status_in}, containing={"worker_id": worker_id_contains})
+        # First-seen order, as upstream's insertion order; sort_by sorts stably on top of it. A view written
+        # before workers had an ordinal lists those first, by id.
+        workers = sorted((w for _, w in self.view.scan(keys.WORKERS)), key=lambda w: w.get("ordinal", -1))
+        page, total = q.select(workers, Worker, conditions, filter_logic, [], sort_by, sort_order, limit, offset)
+        return PaginatedResult(items=[Worker.model_validate(w) for w in page], limit=limit, offset=offset,
+                               total=total)
+
+    def counts(self) -> dict[str, int]:
+        """Totals by entity, as the reducers count them."""
+        return {entity: self.view.get(keys.count(entity)) or 0
+                for entity in ("rollouts", "attempts", "spans", "resources", "workers")}
