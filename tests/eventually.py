@@ -30,8 +30,8 @@ class _Wait:
     """One wait's bookkeeping, shared by both forms: the deadline, the last answer and the failure message."""
 
     def __init__(self, what: str, within: float, until: Callable[[object], bool],
-                 ignoring: tuple[type[BaseException], ...]) -> None:
-        self.what, self.within, self.until, self.ignoring = what, within, until, ignoring
+                 ignoring: tuple[type[BaseException], ...], context: Callable[[], str] | None) -> None:
+        self.what, self.within, self.until, self.ignoring, self.context = what, within, until, ignoring, context
         self.deadline = time.monotonic() + within
         self.last: object = _NOTHING
         self.interval = FIRST_INTERVAL
@@ -51,18 +51,21 @@ class _Wait:
         left = self.deadline - time.monotonic()
         if left <= 0:
             seen = "no answer" if self.last is _NOTHING else f"last seen: {self.last!r}"
-            raise AssertionError(f"not within {self.within:g} s: {self.what} ({seen})")
+            more = f"\n{self.context()}" if self.context else ""
+            raise AssertionError(f"not within {self.within:g} s: {self.what} ({seen}){more}")
         pause, self.interval = min(self.interval, left), min(self.interval * 1.5, LONGEST_INTERVAL)
         return pause
 
 
 def eventually(probe: Callable[[], T], what: str, *, within: float = WITHIN,
-               until: Callable[[T], bool] = bool, ignoring: tuple[type[BaseException], ...] = ()) -> T:
+               until: Callable[[T], bool] = bool, ignoring: tuple[type[BaseException], ...] = (),
+               context: Callable[[], str] | None = None) -> T:
     """Call `probe()` until `until(answer)` holds (by default: the answer is truthy) and return that answer.
 
-    `what` says what is awaited, for the failure message; exceptions of the `ignoring` types count as 'not yet'.
+    `what` says what is awaited, for the failure message, and `context()` what else it shows (the log tail of
+    the process waited on); exceptions of the `ignoring` types count as 'not yet'.
     """
-    wait = _Wait(what, within, until, ignoring)  # type: ignore[arg-type]
+    wait = _Wait(what, within, until, ignoring, context)  # type: ignore[arg-type]
     while True:
         try:
             answer = probe()
@@ -74,10 +77,10 @@ def eventually(probe: Callable[[], T], what: str, *, within: float = WITHIN,
 
 
 async def eventually_async(probe: Callable[[], Awaitable[T] | T], what: str, *, within: float = WITHIN,
-                           until: Callable[[T], bool] = bool,
-                           ignoring: tuple[type[BaseException], ...] = ()) -> T:
+                           until: Callable[[T], bool] = bool, ignoring: tuple[type[BaseException], ...] = (),
+                           context: Callable[[], str] | None = None) -> T:
     """`eventually` for a test on an event loop: the probe may be a coroutine function, and the wait yields."""
-    wait = _Wait(what, within, until, ignoring)  # type: ignore[arg-type]
+    wait = _Wait(what, within, until, ignoring, context)  # type: ignore[arg-type]
     while True:
         try:
             answer = probe()

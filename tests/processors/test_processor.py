@@ -13,9 +13,7 @@ Deadlines only bound how long we wait for the workers to catch up; nothing asser
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from agl_events.config import Settings
 from agl_events.processors.background import WorkerProcess, stopped_on_exit
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import LAYOUT, VIEW_TOPICS, Topic, partition_of, topic_name
+from tests.eventually import eventually, eventually_async
 from tests.store import llm, make_span
 
 pytestmark = pytest.mark.kafka
@@ -73,16 +72,9 @@ def _counts(stats: list[dict[str, Any]]) -> dict[str, int]:
 
 
 async def _until(check: Callable[[], Awaitable[Any]], what: str, running: list[Worker]) -> Any:
-    """Poll `check` until it returns something truthy; fail with the workers' logs at the deadline."""
-    deadline = time.monotonic() + DEADLINE
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.3)
-    logs = "\n".join(f"--- {w.log_file.name} ---\n{w.tail()}" for w in running)
-    pytest.fail(f"gave up waiting for {what}; last: {last!r}\n{logs}")
+    """`check()` once it returns something truthy; at the deadline, the failure shows the workers' logs."""
+    return await eventually_async(check, what, within=DEADLINE, context=lambda: "\n".join(
+        f"--- {w.log_file.name} ---\n{w.tail()}" for w in running))
 
 
 def _ends(bootstrap: str, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -123,18 +115,20 @@ async def _write(store: KafkaLightningStore, rollouts: int, dequeue: int, worker
 
 
 def _dead_letters(bootstrap: str, experiment: str, expected: int, deadline: float = 30.0) -> list[Any]:
-    """Read the experiment's DLQ until `expected` records are there (or the deadline passes)."""
+    """Read the experiment's DLQ until `expected` records are there."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"dlq-check-{experiment}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic_name(experiment, Topic.DLQ)])
     found: list[Any] = []
-    end = time.monotonic() + deadline
+
+    def read() -> list[Any]:
+        found.extend(m for m in consumer.consume(100, 0.5) if m.error() is None)
+        return found
+
     try:
-        while time.monotonic() < end and len(found) < expected:
-            found.extend(m for m in consumer.consume(100, 0.5) if m.error() is None)
+        return eventually(read, f"{expected} dead letters", within=deadline, until=lambda got: len(got) >= expected)
     finally:
         consumer.close()
-    return found
 
 
 async def test_workers_fold_restart_and_share_partitions(settings: Settings, bootstrap: str,

@@ -17,9 +17,7 @@ Deadlines only bound how long we wait for the worker to catch up; nothing assert
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +36,7 @@ from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import LAYOUT, Topic, topic_name
 from agl_events.tracer import KafkaTracer
 from agl_events.types import Claim, RolloutConfig
+from tests.eventually import eventually_async
 from tests.store import llm, make_span
 
 pytestmark = pytest.mark.kafka
@@ -133,20 +132,18 @@ async def _caught_up(worker: WorkerProcess, bootstrap: str, experiment: str) -> 
             ends[(tp.topic, tp.partition)] = consumer.get_watermark_offsets(tp, timeout=10)[1]
     finally:
         consumer.close()
-    deadline = time.monotonic() + DEADLINE
-    last: Any = None
+
+    async def stats(client: httpx.AsyncClient) -> dict[str, Any] | None:
+        assert worker.alive(), f"worker exited ({worker.process.returncode}):\n{worker.tail()}"
+        response = await client.get(f"{worker.url}/samples/stats", timeout=5.0)
+        return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]
+
+    def at_the_ends(last: dict[str, Any] | None) -> bool:
+        return bool(last) and {(p["topic"], p["partition"]): p["next_offset"] for p in last["partitions"]} == ends
+
     async with httpx.AsyncClient() as client:
-        while time.monotonic() < deadline:
-            assert worker.alive(), f"worker exited ({worker.process.returncode}):\n{worker.tail()}"
-            try:
-                response = await client.get(f"{worker.url}/samples/stats", timeout=5.0)
-                last = response.json() if response.status_code == 200 else None
-            except httpx.TransportError:
-                last = None
-            if last and {(p["topic"], p["partition"]): p["next_offset"] for p in last["partitions"]} == ends:
-                return last  # type: ignore[no-any-return]
-            await asyncio.sleep(0.3)
-    pytest.fail(f"gave up waiting for the samples worker to catch up; last: {last!r}\n{worker.tail()}")
+        return await eventually_async(lambda: stats(client), "the samples worker to catch up", within=DEADLINE,
+                                      until=at_the_ends, ignoring=(httpx.TransportError,), context=worker.tail)
 
 
 async def test_samples_once_per_finished_rollout_across_restarts_and_rebuilds(

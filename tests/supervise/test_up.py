@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,9 +19,12 @@ from agl_events.proc.ports import free_port, port_free
 from agl_events.server.process import store_ready
 from agl_events.supervise.paths import UpPaths
 from agl_events.supervise.state import UpState
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.kafka
 AGENT = "agl_events.chaos.agent:chaos_agent"
+#: Seconds to wait for what `up` starts (stores, runners, rollouts through them) on a loaded machine.
+UP = 90.0
 
 
 def _two_free_ports() -> int:
@@ -42,13 +43,6 @@ def _state(paths: UpPaths) -> UpState:
     state = paths.read_state()
     assert state is not None
     return state
-
-
-def _until(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.3)
 
 
 def _succeeded(store: str) -> int:
@@ -72,18 +66,18 @@ def test_up_status_restart_down(bootstrap: str, experiment: str, tmp_path: Path)
         batch = [{"input": {"i": i, "step_seconds": 0.01}} for i in range(3)]
         httpx.post(f"{store_0}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch}, timeout=30
                    ).raise_for_status()
-        _until(lambda: _succeeded(store_0) == 3, "3 rollouts succeeded")
+        eventually(lambda: _succeeded(store_0), "3 rollouts succeeded", within=UP, until=lambda n: n == 3)
 
         [runner] = [p for p in state.processes if p.name == "runner-0"]
         assert runner.pid is not None
         os.kill(runner.pid, signal.SIGKILL)
-        _until(lambda: (r := _state(paths).processes[4]).restarts == 1 and r.status == "up" and r.pid != runner.pid,
-               "the runner started again")
+        eventually(lambda: (r := _state(paths).processes[4]).restarts == 1 and r.status == "up" and r.pid != runner.pid,
+                   "the runner started again", within=UP)
         again = _state(paths).processes[4]
         assert again.last_exit == -signal.SIGKILL
         httpx.post(f"{store_0}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch[:1]}, timeout=30
                    ).raise_for_status()
-        _until(lambda: _succeeded(store_0) == 4, "the new runner ran a rollout")
+        eventually(lambda: _succeeded(store_0), "the new runner ran a rollout", within=UP, until=lambda n: n == 4)
 
         status = _cli(bootstrap, experiment, home, "status", "--interval", "0.5")
         assert status.returncode == 0, status.stdout + status.stderr
@@ -134,11 +128,11 @@ def test_a_late_store_is_a_clear_error_and_down_cleans_up_after_a_killed_supervi
         assert "store-0 did not answer within 0.1 s" in up.stdout and "store-0.log" in up.stdout
         supervisor = paths.supervisor_pid()
         assert supervisor is not None
-        _until(lambda: (state := paths.read_state()) is not None and state.processes[0].pid is not None,
-               "the store started")
+        eventually(lambda: (state := paths.read_state()) is not None and state.processes[0].pid is not None,
+                   "the store started", within=UP)
         store = _state(paths).processes[0].pid
         os.kill(supervisor, signal.SIGKILL)
-        _until(lambda: paths.supervisor_pid() is None, "the supervisor gone")
+        eventually(lambda: paths.supervisor_pid() is None, "the supervisor gone", within=UP)
         assert store is not None and process_alive(store)
         down = _cli(bootstrap, experiment, home, "down")
         assert down.returncode == 0, down.stdout + down.stderr
