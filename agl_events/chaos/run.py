@@ -1,12 +1,11 @@
 """A chaos run: a deployment on a broker of its own, a workload through it, SIGKILLs and a broker restart along
 the way, then the checks (`chaos.checks`), a rebuild from the log and the processor's views compared with it.
 
-The deployment is what a user runs: `agl-events store` (a process, restarted on the same views folder after
-each kill, as a supervisor would), one `agl_events.processors.views` worker (restarted on the same data folder), runner
-processes (a killed one is replaced by a new one, as a scaled deployment would) and a single-node broker of
-the run's own (stopped cleanly and started again once: its ports and files are the run's, so the user's broker
-is never touched). Rollouts retry an attempt that went unresponsive (its runner was killed) or failed (its
-store went away mid-call), up to `max_attempts`.
+The deployment is what `agl-events up` runs, under its supervisor: `agl-events store`, one `agl-events
+processor` worker and `agl-events runner` commands, each started again after its backoff on the same folders
+(a killed one as a crashed one), and a single-node broker of the run's own (stopped cleanly and started again
+once: its ports and files are the run's, so the user's broker is never touched). Rollouts retry an attempt
+that went unresponsive (its runner was killed) or failed (its store went away mid-call), up to `max_attempts`.
 
 Kills are spread over the workload by progress, not time: kill k lands when k/(kills+1) of the rollouts have
 finished, and the broker restart halfway, so a run on a slower machine still kills mid-work.
@@ -15,16 +14,11 @@ finished, and the broker restart halfway, so a run on a slower machine still kil
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import random
 import shutil
-import signal
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from multiprocessing.process import BaseProcess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +28,19 @@ from pydantic import BaseModel, Field
 from agl_events.broker.local import LocalBroker
 from agl_events.chaos.agent import SPANS_PER_ATTEMPT
 from agl_events.chaos.checks import TERMINAL, Findings, check
+from agl_events.chaos.deployment import Deployment
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.proc.ports import free_port
-from agl_events.processors.background import WorkerProcess
 from agl_events.processors.partition_views import summed_counts
 from agl_events.reducers import keys
 from agl_events.replay.digest import digest
 from agl_events.replay.rebuild import rebuild
-from agl_events.runner.pool import RunnerPool
-from agl_events.runner.worker import RunnerConfig
 from agl_events.server.client import StoreClient
-from agl_events.server.process import StoreProcess
 from agl_events.store.readonly import ReadOnlyStore
 from agl_events.views.rocks import RocksKV
 
-AGENT = "agl_events.chaos.agent:chaos_agent"
 #: Seconds without a heartbeat or span after which the store's watchdog declares an attempt unresponsive.
 UNRESPONSIVE_SECONDS = 3.0
 Say = Callable[[str], None]
@@ -98,106 +88,6 @@ class ChaosReport(BaseModel):
     def summary(self) -> dict[str, Any]:
         return self.model_dump(include={"rollouts", "kills", "broker_restarts", "lost", "duplicated",
                                         "non_terminal", "seconds"})
-
-
-class Deployment:
-    """The processes of the run, each restartable; what was killed or restarted is counted."""
-
-    def __init__(self, settings: Settings, config: ChaosConfig, say: Say) -> None:
-        self.settings, self.config, self.say = settings, config, say
-        self.logs = config.home / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.store = StoreProcess(settings, config.home / "views", self.logs / "store.log")
-        self._processor_port = free_port()
-        self.processor_url = f"http://127.0.0.1:{self._processor_port}"
-        self.processor: WorkerProcess | None = None
-        self.runners: list[BaseProcess] = []
-        self._generation = 0
-        self.kills: Counter[str] = Counter()
-        self.crash_restarts: Counter[str] = Counter()
-
-    def start(self) -> None:
-        self.store.start(timeout=120, restart_exits=True)
-        self._start_processor()
-        for _ in range(self.config.runners):
-            self._start_runner()
-
-    def _start_processor(self) -> None:
-        self.processor = WorkerProcess(self.settings, "agl_events.processors.views",
-                                       ["--data-dir", str(self.config.home / "processor"), "--loglevel", "warning"],
-                                       self.logs / "processor.log", web_port=self._processor_port)
-
-    def _start_runner(self) -> None:
-        self._generation += 1
-        name = f"chaos-runner-{self._generation}"
-        pool = RunnerPool(RunnerConfig(settings=self.settings, store_url=self.store.url, agent=AGENT), 1, name=name)
-        with _output_to(self.logs / f"{name}.log"):  # a spawned child writes where its parent's fds 1 and 2 point
-            pool.start()
-        self.runners += pool.processes
-
-    def kill(self, target: str, rng: random.Random) -> None:
-        """SIGKILL one process of `target` (store, processor, runner) and start its replacement."""
-        self.kills[target] += 1
-        if target == "store":
-            self.store.kill9()
-            self.store.start(timeout=120, restart_exits=True)
-        elif target == "processor":
-            assert self.processor is not None
-            self.processor.stop(signal.SIGKILL)
-            self._start_processor()
-        else:
-            victim = rng.choice([p for p in self.runners if p.is_alive()])
-            victim.kill()
-            victim.join(10)
-            self.runners.remove(victim)
-            self._start_runner()
-        self.say(f"killed the {target} (SIGKILL) and started it again")
-
-    def heal(self) -> None:
-        """Start again whatever died on its own (a store or processor that lost the broker, say)."""
-        if not self.store.alive():
-            self.crash_restarts["store"] += 1
-            self.say("the store had exited: starting it again")
-            self.store.start(timeout=120, restart_exits=True)
-        if self.processor is not None and not self.processor.alive():
-            self.crash_restarts["processor"] += 1
-            self.say("the processor had exited: starting it again")
-            self.processor.stop()
-            self._start_processor()
-        for dead in [p for p in self.runners if not p.is_alive()]:
-            self.crash_restarts["runner"] += 1
-            self.runners.remove(dead)
-            self._start_runner()
-
-    def stop(self) -> None:
-        for process in self.runners:
-            if process.is_alive():
-                process.terminate()
-        for process in self.runners:
-            process.join(15)
-            if process.is_alive():
-                process.kill()
-        if self.processor is not None:
-            self.processor.stop()
-        self.store.stop()
-
-
-@contextlib.contextmanager
-def _output_to(log: Path) -> Iterator[None]:
-    """Point this process's stdout and stderr at `log` while children are started, then back."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with log.open("ab") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in saved:
-            os.close(fd)
 
 
 def _stamped(say: Say, started: float) -> Say:
@@ -266,18 +156,20 @@ def _processor_matches(deployment: Deployment, view: Path, rollout_ids: list[str
     try:
         expected = {f"n/{name}": rebuilt.get(keys.count(name)) or 0
                     for name in ("rollouts", "attempts", "spans", "resources", "workers")}
-        deadline, counts = time.monotonic() + timeout, {}
-        while time.monotonic() < deadline:
-            deployment.heal()
+        counts: dict[str, int] = {}
+
+        def caught_up() -> bool:
+            nonlocal counts
             try:
                 counts = summed_counts(httpx.get(f"{deployment.processor_url}/views/stats",
                                                  timeout=10).json()["partitions"])
             except (httpx.HTTPError, ValueError, KeyError):
                 counts = {}
-            if all(counts.get(k, 0) == v for k, v in expected.items()):
-                break
-            time.sleep(0.5)
-        else:
+            return all(counts.get(k, 0) == v for k, v in expected.items())
+
+        try:
+            deployment.heal_until(caught_up, timeout, "the processor did not catch up")
+        except TimeoutError:
             problems.append(f"processor counts {counts} never reached the rebuilt view's {expected}")
             return False
         for rid in rollout_ids:
@@ -302,15 +194,15 @@ def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
     broker.start(timeout=120)
     settings = settings.model_copy(update={"bootstrap": broker.bootstrap})
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
-    deployment = Deployment(settings, config, say)
+    deployment = Deployment(settings, config.runners, say)
     restarts, problems = 0, []
     try:
         deployment.start()
-        enqueued = _enqueue(deployment.store.url, config)
+        enqueued = _enqueue(deployment.store_url, config)
         say(f"enqueued {len(enqueued)} rollouts on {config.runners} runners")
         plan, deadline = _plan(config, rng), time.monotonic() + config.timeout
         while time.monotonic() < deadline:
-            done = _finished(deployment.store.url)
+            done = _finished(deployment.store_url)
             if done is not None and plan and done >= plan[0][0] * config.rollouts:
                 _, action = plan.pop(0)
                 if action == "broker":
@@ -325,7 +217,7 @@ def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
             deployment.heal()
             time.sleep(0.25)
         say("checking")
-        rollouts, attempts, spans, live = asyncio.run(_store_contents(deployment.store.url))
+        rollouts, attempts, spans, live = asyncio.run(_store_contents(deployment.store_url))
         findings: Findings = check(enqueued, rollouts, attempts, spans, SPANS_PER_ATTEMPT)
         problems += findings.lost + findings.duplicated + findings.non_terminal + findings.gaps
         rebuilt = rebuild(settings, config.home / "rebuilt")

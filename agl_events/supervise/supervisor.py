@@ -57,19 +57,23 @@ class Supervisor:
         try:
             self.say(f"supervising {len(self.children)} processes of experiment {self.plan.experiment} "
                      f"(Kafka {self.plan.bootstrap})")
-            for name in self.children:
-                self._start(name, restart=False)
-            self._save()
+            self.start()
             while not self._stop.wait(TICK_SECONDS):
-                if self.tick():
-                    self._save()
+                self.tick()
         finally:
             stopped = self.shutdown()
             self.paths.pid_file.unlink(missing_ok=True)
         return stopped
 
+    def start(self) -> None:
+        """Start every process of the plan (`run` does, and so does a caller that drives `tick` itself, as the
+        chaos run does)."""
+        for name in self.children:
+            self._start(name, restart=False)
+        self._save()
+
     def tick(self, now: float | None = None) -> bool:
-        """Note exits, start what is due; returns whether anything changed."""
+        """Note exits, start what is due, and keep state.json current; returns whether anything changed."""
         now = time.monotonic() if now is None else now
         changed = False
         for process in self.state.processes:
@@ -87,6 +91,8 @@ class Supervisor:
             elif process.status == "restarting" and backoff.due(now):
                 self._start(process.name, restart=True)
                 changed = True
+        if changed:
+            self._save()
         return changed
 
     def _start(self, name: str, *, restart: bool) -> None:
