@@ -1,0 +1,44 @@
+"""What `DecisionContext.emit` makes of a typed event: the log's record, under the kind's key, with the header of
+this decision, folded into the context at once; and a span's event, whoever appends it, built in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from agl_events.events.codec import AvroCodec
+from agl_events.events.typed import SpanAdded, WorkerHeartbeat
+from agl_events.reducers import keys
+from agl_events.store.commands.spans import add_spans
+from agl_events.store.context import DecisionContext
+from agl_events.tracer.kafka import span_event
+from tests.store import make_span
+
+
+class _View(dict[str, Any]):
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        return iter(sorted((k, v) for k, v in self.items() if k.startswith(prefix)))
+
+
+def test_an_emitted_event_is_stamped_keyed_by_its_kind_and_folded_at_once() -> None:
+    ctx = DecisionContext(_View(), now=42.0, producer_id="store-1")
+    new = ctx.emit(WorkerHeartbeat(worker_id="w-1"))
+    assert (new.kind, new.key, new.topic.value) == ("WorkerHeartbeat", "w-1", "workers")
+    assert (new.record["time"], new.record["producer_id"], len(new.record["event_id"])) == (42.0, "store-1", 32)
+    AvroCodec().encode(new.kind, new.record)  # the record is what the schema wants
+    assert ctx.worker("w-1")["last_heartbeat_time"] == 42.0  # type: ignore[index]
+    assert ctx.emit(WorkerHeartbeat(worker_id="w-1")).record["event_id"] != new.record["event_id"]
+
+
+def test_the_store_and_the_tracer_write_the_same_span_record() -> None:
+    span = {**make_span("ro-1", "at-1", 1).model_dump(), "attributes": {"ids": (1, 2)}, "kind": "INTERNAL"}
+    view = _View({keys.rollout("ro-1"): {"rollout_id": "ro-1", "status": "running"},
+                  keys.attempt_index("ro-1", "at-1"): 1,
+                  keys.attempt("ro-1", 1): {"attempt_id": "at-1", "status": "running"}})
+    ctx = DecisionContext(view, now=1.0, producer_id="store-1")
+    assert add_spans(ctx, [span]) == [0]
+    stored = next(e for e in ctx.events if e.kind == "SpanAdded")
+    traced = span_event(span, "tracer-1")
+    assert stored.record["span"] == traced.record["span"] == SpanAdded.of(span).to_record()["span"]
+    assert stored.key == traced.key == "ro-1"
+    assert stored.record["span"]["attributes"] == {"values": {"ids": [1, 2]}}  # tuples become lists for Avro
