@@ -7,7 +7,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import openai
@@ -72,22 +71,13 @@ async def _from_the_log(settings: Settings, view_dir: Path, run_id: str | None) 
         return history, latest, shown.stdout
 
 
-def test_candidates_are_scored_concurrently_faster_than_one_after_another(settings: Settings, tmp_path: Path,
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """Upstream scores candidates one after another; with 4 runners and validation batches of 4 that leaves
-    runners idle while a slow batch finishes. The figure is printed (no timing assertion)."""
-    seconds = {}
-    for concurrent in (True, False):
-        cfg = settings.model_copy(update={"experiment": f"{settings.experiment}-{int(concurrent)}"})
-        with ScriptedModels(slow_seconds=0.3) as models:
-            trainer = Trainer(_apo(models, concurrent=concurrent), n_runners=4, settings=cfg, progress=False,
-                              view_dir=tmp_path / f"view-{concurrent}",
-                              initial_resources={"prompt_template": SEED, "llm": LLM(endpoint=models.url,
-                                                                                      model="task-model")})
-            started = time.perf_counter()
-            best = trainer.fit(arithmetic_agent, arithmetic_tasks(8), val_dataset=arithmetic_tasks(4, 100))["best"]
-            seconds[concurrent] = time.perf_counter() - started
-        assert best.score == 1.0
-    with capsys.disabled():
-        print(f"\nAPO, 2 rounds x 2 parents x 2 branches: concurrent {seconds[True]:.1f} s, "
-              f"one after another {seconds[False]:.1f} s")
+def test_candidates_scored_one_after_another_find_the_better_prompt_too(settings: Settings, tmp_path: Path) -> None:
+    """`concurrent=False` (upstream's order) through the whole loop; the concurrent default is the test above, and
+    how candidates overlap is `test_apo_search.py`'s (in-process, no timing)."""
+    with ScriptedModels(slow_seconds=0.05) as models:
+        trainer = Trainer(_apo(models, concurrent=False), n_runners=2, settings=settings, progress=False,
+                          view_dir=tmp_path / "view",
+                          initial_resources={"prompt_template": SEED, "llm": LLM(endpoint=models.url,
+                                                                                  model="task-model")})
+        best = trainer.fit(arithmetic_agent, arithmetic_tasks(8), val_dataset=arithmetic_tasks(4, 100))["best"]
+    assert best.score == 1.0
