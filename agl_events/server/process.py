@@ -1,5 +1,5 @@
 """A store server as a child process (`agl-events store`), on a port and views folder of its own that a
-restart keeps: what chaos runs and tests start when they need a real server they can kill and start again."""
+restart keeps: what tests start when they need a real server they can kill and start again."""
 
 from __future__ import annotations
 
@@ -26,25 +26,20 @@ class StoreProcess(ChildProcess):
                           "--experiment", settings.experiment, "--home", str(settings.home), "store", "--port",
                           str(self.port), "--views", str(views), "--log-level", "warning", *options], log)
 
-    def start(self, wait: bool = True, timeout: float = 60.0, restart_exits: bool = False) -> int:
+    def start(self, wait: bool = True, timeout: float = 60.0) -> int:
         """Start it; with `wait`, until it answers (see `wait_ready`)."""
         pid = super().start()
         if wait:
-            self.wait_ready(timeout, restart_exits)
+            self.wait_ready(timeout)
         return pid
 
-    def wait_ready(self, timeout: float = 60.0, restart_exits: bool = False) -> None:
-        """Wait until its view has caught up (statistics touch the store, so they answer only then). With
-        `restart_exits`, a process that exits meanwhile (no broker yet, say) is started again, as a supervisor
-        would; otherwise the wait fails with the end of its log."""
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until its view has caught up (statistics touch the store, so they answer only then); a process
+        that exits meanwhile fails the wait with the end of its log."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.alive():
             if store_ready(self.url):
                 return
-            if not self.alive():
-                if not restart_exits:
-                    break
-                super().start()
             time.sleep(0.2)
         raise TimeoutError(f"the store server is not ready; the end of {self.log_file}:\n{self.tail(60)}")
 
