@@ -16,7 +16,7 @@ from confluent_kafka import AcknowledgeType, KafkaException, Message
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from agl_events.log.clients import make_admin, make_share_consumer
-from agl_events.log.consumer import raw_of, records_of
+from agl_events.log.consumer import raw_of
 from agl_events.log.records import RawRecord
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,13 @@ class ShareMember:
 
     def poll(self, timeout: float) -> list[Acquired]:
         """The records handed to this member within `timeout` (errors are logged and skipped)."""
-        return [Acquired(raw_of(msg), msg) for msg in self._consumer.poll(timeout)
-                if records_of([msg], "share group")]
+        acquired = []
+        for msg in self._consumer.poll(timeout):
+            if msg.error() is not None:
+                log.warning("share group consumer error: %s", msg.error())
+                continue
+            acquired.append(Acquired(raw_of(msg), msg))
+        return acquired
 
     def settle(self, acquired: Acquired, outcome: Outcome) -> bool:
         """Record the outcome; it reaches the broker with the next poll (a separate commit costs a round trip).
