@@ -2,7 +2,7 @@
 
 Conversion is shallow and driven by the dataclass fields: `to_record()` is the dict the codec encodes (a
 nested dataclass becomes its own record), `from_record()` builds the event from a decoded dict. Values that
-are not dataclasses (strings, numbers, lists, the TypedDicts of a span's parts) pass through as they are,
+are not dataclasses (strings, numbers, lists, a span and the other TypedDicts) pass through as they are,
 so decoding and folding an event copies nothing it does not have to.
 """
 
@@ -38,11 +38,11 @@ class Record:
         `__init__`: a frozen dataclass's `__init__` sets each field through `object.__setattr__`, which on the
         fold's hot path cost as much as the rest of folding a span. A missing field raises KeyError."""
         plan = _plan(cls)
-        record_of = _new(cls)
+        made = _new(cls)
         for name, set_field, kind in plan.setters:
             value = record[name]
-            set_field(record_of, value if kind is None or value is None else kind.from_record(value))
-        return record_of
+            set_field(made, value if kind is None or value is None else kind.from_record(value))
+        return made
 
 
 _new = object.__new__
@@ -63,13 +63,13 @@ class _Plan:
 def _plan(cls: type[Record]) -> _Plan:
     names = tuple(f.name for f in fields(cls))
     hints = get_type_hints(cls)
-    nested = {name: kind for name in names if (kind := record_type(hints[name])) is not None}
+    nested = {name: kind for name in names if (kind := _record_type(hints[name])) is not None}
     slots = {name: member for klass in cls.__mro__ for name, member in vars(klass).items() if name in names}
     setters = tuple((name, slots[name].__set__, nested.get(name)) for name in names)
     return _Plan(names, attrgetter(*names), nested, setters)  # every record has several fields: a tuple of values
 
 
-def record_type(hint: Any) -> type[Record] | None:
+def _record_type(hint: Any) -> type[Record] | None:
     """The Record class a field holds (`Span`, or `Attempt | None`), or None for any other value."""
     candidates = get_args(hint) if isinstance(hint, UnionType) else (hint,)
     found = [c for c in candidates if isinstance(c, type) and issubclass(c, Record)]
