@@ -1,5 +1,7 @@
-"""The short chaos run of `make test`: 300 rollouts on 3 runners, 5 SIGKILLs over store, processor and runners,
-one broker restart (a broker of the run's own, on free ports), and nothing lost, doubled or left unfinished."""
+"""The short chaos run of `make test`: 150 rollouts on 3 runners, a SIGKILL each of the store, the processor and
+a runner, one broker restart (a broker of the run's own, on free ports), and nothing lost, doubled or left
+unfinished. Kills land by progress (after 1/5, 2/5 and 3/5 of the rollouts finished, the broker restart at
+1/2), so each one still hits work in flight; `agl-events chaos` runs the longer ones (300 rollouts, 5 kills)."""
 
 from __future__ import annotations
 
@@ -12,14 +14,16 @@ from agl_events.chaos.run import ChaosConfig, run_chaos
 
 pytestmark = pytest.mark.kafka
 
+ROLLOUTS = 150
+
 
 def test_nothing_is_lost_or_doubled_through_kills_and_a_broker_restart(tmp_path: Path) -> None:
     lines: list[str] = []
-    report = run_chaos(ChaosConfig(rollouts=300, runners=3, kills=5, home=tmp_path / "chaos"), say=lines.append)
+    report = run_chaos(ChaosConfig(rollouts=ROLLOUTS, runners=3, kills=3, home=tmp_path / "chaos"), say=lines.append)
     print("\n".join(lines), json.dumps(report.model_dump()), sep="\n")
     assert report.problems == []
-    assert (report.rollouts, report.lost, report.duplicated, report.non_terminal, report.gaps) == (300, 0, 0, 0, 0)
-    assert report.kills == 5 and set(report.kills_by_target) == {"store", "processor", "runner"}
+    assert (report.rollouts, report.lost, report.duplicated, report.non_terminal, report.gaps) == (ROLLOUTS, 0, 0, 0, 0)
+    assert report.kills == 3 and set(report.kills_by_target) == {"store", "processor", "runner"}
     assert report.broker_restarts == 1
     assert report.rebuild_equal and report.processor_equal
-    assert report.statuses == {"succeeded": 300} and report.spans >= 300 * 4
+    assert report.statuses == {"succeeded": ROLLOUTS} and report.spans >= ROLLOUTS * 4
