@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from agl_events.proc.ports import free_port
+from tests.eventually import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 #: The data packages pyproject.toml maps in from elsewhere in the repository, and their folders there.
@@ -172,9 +172,11 @@ def _rollout_ids(client: httpx.Client) -> list[str]:
 
 
 def _wait_until(done: Callable[[], bool], running: tuple[subprocess.Popen[bytes], Path], what: str) -> None:
+    """Until `done()`; fails at once if the process exits meanwhile, with its log either way."""
     process, log = running
-    deadline = time.monotonic() + DEADLINE
-    while not done():
+
+    def alive_and_done() -> bool:
         assert process.poll() is None, f"the process exited while waiting for {what}:\n{log.read_text()}"
-        assert time.monotonic() < deadline, f"{what} did not show within {DEADLINE:g} s:\n{log.read_text()}"
-        time.sleep(0.2)
+        return done()
+
+    eventually(alive_and_done, what, within=DEADLINE, context=log.read_text)
