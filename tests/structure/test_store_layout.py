@@ -26,7 +26,7 @@ STORE = ROOT / "agl_events" / "store"
 SERVER = ROOT / "agl_events" / "server"
 #: "About 300 lines": the contract, one docstring per method, is the largest.
 MAX_STORE_MODULE_LINES = 330
-MAX_FACADE_LINES = 280
+MAX_FACADE_LINES = 270
 #: Upstream methods our stores leave out: OTLP goes to the server's /v1/traces route (capability otlp_traces off).
 NOT_IN_CONTRACT = {"add_otel_span", "otlp_traces_endpoint"}
 
