@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import cast
 
 from agl_events.config import Settings
-from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topics
 from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_ignored_to, dead_letter_to
 from agl_events.log.reader import EventReader
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
+from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.backend import Backend, Companion
 from agl_events.store.contract import LightningStore
@@ -110,7 +110,7 @@ class KafkaLightningStore(EventSourcedStore):
         """
         bootstrap = settings.bootstrap_servers
         await ask(functools.partial(create_topics, make_admin(bootstrap), settings.experiment))
-        codec = AvroCodec.from_url(settings.schema_registry_url)
+        codec = codec_for(settings.schema_registry_url)
         producer_id = f"store-{socket.gethostname()}-{os.getpid()}"
         writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id)
         tasks_writer = EventWriter(bootstrap, settings.experiment, codec, producer_id=producer_id,
