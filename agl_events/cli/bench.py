@@ -9,8 +9,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from agl_events.bench import history
-from agl_events.bench.compare import render, run
 from agl_events.bench.workload import PRESETS, WorkloadParams
 from agl_events.cli.context import settings
 
@@ -50,6 +48,9 @@ def bench(
     overrides = {k: v for k, v in given.items() if v is not None}
     params = WorkloadParams.model_validate({**PRESETS[preset].model_dump(), **overrides})
     cfg = settings(ctx)
+    from agl_events.bench import history  # the benchmark's side (servers, agentlightning): imported only to run
+    from agl_events.bench.compare import render, run
+
     summary = run(cfg, params, venv, raw_messages, profile_dir=profile)
     if history_spans:
         Console(stderr=True).print(f"[bold]history[/bold]: rebuilding a store from {history_spans:,} spans…")

@@ -2,38 +2,71 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from typer.core import TyperGroup
 
 from agl_events.broker.reach import KafkaUnreachableError
-from agl_events.cli.apo import apo_app
-from agl_events.cli.bench import bench
-from agl_events.cli.chaos import chaos
-from agl_events.cli.demo import demo
-from agl_events.cli.dlq import dlq_app
-from agl_events.cli.experiments import experiments_app
-from agl_events.cli.k8s import k8s_app
-from agl_events.cli.kafka import kafka_app
-from agl_events.cli.processor import processor
-from agl_events.cli.produce import produce_app
-from agl_events.cli.proxy import proxy
-from agl_events.cli.replay import replay_app
-from agl_events.cli.runner import runner_app
-from agl_events.cli.samples import samples
-from agl_events.cli.schemas import schemas_app
-from agl_events.cli.store import store
-from agl_events.cli.topics import topics_app
-from agl_events.cli.up import down, status, supervise, up
 from agl_events.config import Settings
 from agl_events.log.kafka_config import CONFIG_FILE_ENV, KafkaConfigError, connection_config
 
+#: Every sub-command, in the order `--help` lists them, and where it lives. A command's module is imported only
+#: when that command runs (or `--help` lists them all): together they import FastAPI, faust, torch and pyarrow,
+#: about 1.5 s that `agl-events runner` or `produce` would otherwise pay at every start.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "kafka": ("agl_events.cli.kafka", "kafka_app"),
+    "topics": ("agl_events.cli.topics", "topics_app"),
+    "schemas": ("agl_events.cli.schemas", "schemas_app"),
+    "runner": ("agl_events.cli.runner", "runner_app"),
+    "produce": ("agl_events.cli.produce", "produce_app"),
+    "apo": ("agl_events.cli.apo", "apo_app"),
+    "experiments": ("agl_events.cli.experiments", "experiments_app"),
+    "replay": ("agl_events.cli.replay", "replay_app"),
+    "dlq": ("agl_events.cli.dlq", "dlq_app"),
+    "k8s": ("agl_events.cli.k8s", "k8s_app"),
+    "demo": ("agl_events.cli.demo", "demo"),
+    "bench": ("agl_events.cli.bench", "bench"),
+    "chaos": ("agl_events.cli.chaos", "chaos"),
+    "store": ("agl_events.cli.store", "store"),
+    "processor": ("agl_events.cli.processor", "processor"),
+    "samples": ("agl_events.cli.samples", "samples"),
+    "proxy": ("agl_events.cli.proxy", "proxy"),
+    "up": ("agl_events.cli.up", "up"),
+    "status": ("agl_events.cli.up", "status"),
+    "down": ("agl_events.cli.up", "down"),
+    "supervise": ("agl_events.cli.up", "supervise"),
+}
+#: Run by `up` itself, not by a user.
+HIDDEN = frozenset({"supervise"})
+
+
+def load_command(name: str) -> click.Command:
+    """The click command of one entry of COMMANDS, importing its module now."""
+    module, attr = COMMANDS[name]
+    target = vars(importlib.import_module(module))[attr]
+    if isinstance(target, typer.Typer):
+        group = typer.main.get_group(target)
+        group.name = name
+        return group
+    single = typer.Typer()
+    single.command(name=name, hidden=name in HIDDEN)(target)
+    return typer.main.get_command(single)
+
 
 class _Commands(TyperGroup):
-    """The root command group: an unreachable cluster ends any command with its one-line message."""
+    """The root command group: sub-commands loaded on use, and an unreachable cluster ends any command with its
+    one-line message."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
 
     def invoke(self, ctx: typer.Context) -> object:
         try:
@@ -50,27 +83,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-app.add_typer(kafka_app, name="kafka")
-app.add_typer(topics_app, name="topics")
-app.add_typer(schemas_app, name="schemas")
-app.add_typer(runner_app, name="runner")
-app.add_typer(produce_app, name="produce")
-app.add_typer(apo_app, name="apo")
-app.add_typer(experiments_app, name="experiments")
-app.add_typer(replay_app, name="replay")
-app.add_typer(dlq_app, name="dlq")
-app.add_typer(k8s_app, name="k8s")
-app.command()(demo)
-app.command()(bench)
-app.command()(chaos)
-app.command()(store)
-app.command()(processor)
-app.command()(samples)
-app.command()(proxy)
-app.command()(up)
-app.command()(status)
-app.command()(down)
-app.command(hidden=True)(supervise)
 
 
 @app.callback()

@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 
 from agl_events.config import Settings
-from agl_events.server import create_app
+from agl_events.server.app import create_app
 from agl_events.server.auth import AuthTokens
 from agl_events.store.contract import LightningStore
 from tests.eventually import eventually

@@ -22,7 +22,7 @@ from agl_events.llm.model_list import ModelConfig
 from agl_events.llm.routing import ModelRouter
 from agl_events.processors.metrics import WorkerCollector, WorkerFigures
 from agl_events.processors.partition_views import PartitionViews
-from agl_events.server import create_app
+from agl_events.server.app import create_app
 from agl_events.store.contract import LightningStore
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "agl-events.json"
