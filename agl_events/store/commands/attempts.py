@@ -7,11 +7,11 @@ from typing import Any
 from agl_events.events.typed import Attempt as AttemptRecord
 from agl_events.events.typed import AttemptCreated, AttemptUpdated, RolloutStatusChanged
 from agl_events.reducers import keys
-from agl_events.store.contract import UNSET
 from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import sync_worker_with_attempt
 from agl_events.store.context import DecisionContext
+from agl_events.store.contract import UNSET
 from agl_events.store.ids import new_attempt_id
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, RUNNING_STATUSES, Attempt
 

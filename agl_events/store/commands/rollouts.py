@@ -8,12 +8,12 @@ from typing import Any
 from agl_events.events.typed import Rollout as RolloutRecord
 from agl_events.events.typed import RolloutEnqueued, RolloutStarted, RolloutUpdated
 from agl_events.reducers import keys
-from agl_events.store.contract import UNSET
 from agl_events.store.commands.attempts import create_attempt, set_rollout_status
 from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import mark_idle_after_empty_dequeue, sync_worker_with_attempt
 from agl_events.store.context import DecisionContext
+from agl_events.store.contract import UNSET
 from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, Rollout, RolloutConfig
 
 
