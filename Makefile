@@ -10,6 +10,9 @@ KAFKA_LIBS := deploy/kafka/target/libs/.fetched
 TEST_ENV := AGL_HOME=$(CURDIR)/.agl/test AGL_KAFKA_PORT=19092 AGL_KAFKA_CONTROLLER_PORT=19093 \
             LITELLM_LOCAL_MODEL_COST_MAP=True
 PYTEST_ARGS ?=
+# Two pytest workers (pytest-xdist), each test file on one worker: most tests wait on the broker or on
+# subprocesses, so two share the 2 cores well (three were slower than two); PYTEST_WORKERS=0 runs them in one.
+PYTEST_WORKERS ?= 2
 
 .PHONY: install broker test demo lint clean
 
@@ -33,7 +36,7 @@ broker: install
 
 test: install
 	$(TEST_ENV) $(BIN)/agl-events kafka start
-	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	  $(TEST_ENV) $(BIN)/agl-events kafka stop; exit $$rc
 
 demo: install

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from agl_events.proc.locks import file_lock
+
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = sorted(path.name for path in (K8S / "overlays").iterdir() if path.is_dir())
@@ -18,7 +20,9 @@ OVERLAYS = sorted(path.name for path in (K8S / "overlays").iterdir() if path.is_
 
 @pytest.fixture(scope="session")
 def tools() -> Path:
-    subprocess.run([K8S / "tools.sh"], check=True, timeout=600)
+    (REPO / ".agl").mkdir(exist_ok=True)
+    with file_lock(REPO / ".agl" / "tools.lock"):  # pytest workers share one build
+        subprocess.run([K8S / "tools.sh"], check=True, timeout=600)
     return REPO / ".agl" / "tools" / "bin"
 
 
