@@ -34,6 +34,28 @@ RUNNING_STATUSES: frozenset[str] = frozenset({"preparing", "running"})
 FINISHED_STATUSES: frozenset[str] = frozenset({"failed", "succeeded", "cancelled"})
 
 
+class _UnsetType:
+    """Marks "argument not given" in update methods, where None is a value. Picklable singleton."""
+
+    _instance: _UnsetType | None = None
+
+    def __new__(cls) -> _UnsetType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Any = _UnsetType()
+
 
 class RolloutConfig(BaseModel):
     timeout_seconds: float | None = None

@@ -41,8 +41,9 @@ from agl_events.server.requests import (
 )
 from agl_events.server.responses import RolloutOrAttempted, respond, respond_page, validate_pagination
 from agl_events.store import route_table as routes
-from agl_events.store.contract import UNSET, LightningStore
+from agl_events.store.contract import LightningStore
 from agl_events.types import (
+    UNSET,
     Attempt,
     AttemptedRollout,
     FinishOutcome,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from agl_events.types import (
+    UNSET,
     Attempt,
     AttemptedRollout,
     AttemptFinish,
@@ -46,28 +47,6 @@ if TYPE_CHECKING:
     from agl_events.views.store_view import StoreView
 
 
-class _UnsetType:
-    """Marks "argument not given" in update methods, where None is a value. Picklable singleton."""
-
-    _instance: _UnsetType | None = None
-
-    def __new__(cls) -> _UnsetType:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __reduce__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-UNSET: Any = _UnsetType()
-Unset = _UnsetType
 SortOrder = Literal["asc", "desc"]
 FilterLogic = Literal["and", "or"]
 
@@ -323,4 +302,4 @@ class LightningStore(ABC):
         return {}
 
 
-__all__ = ["UNSET", "FilterLogic", "LightningStore", "LightningStoreCapabilities", "SortOrder", "Unset"]
+__all__ = ["FilterLogic", "LightningStore", "LightningStoreCapabilities", "SortOrder"]

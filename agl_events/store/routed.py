@@ -13,11 +13,11 @@ from typing import Any
 
 from agl_events.events.task_request import TaskRequest
 from agl_events.store import route_table as routes
-from agl_events.store.contract import UNSET
 from agl_events.store.group import Group
 from agl_events.store.peers import PeerUnavailableError
 from agl_events.store.writes import Writes
 from agl_events.types import (
+    UNSET,
     Attempt,
     AttemptedRollout,
     AttemptFinish,

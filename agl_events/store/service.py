@@ -17,9 +17,10 @@ from agl_events.events.task_request import TaskRequest
 from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.records import LoggedEvent
 from agl_events.store.backend import Backend
-from agl_events.store.contract import UNSET, LightningStore, LightningStoreCapabilities
+from agl_events.store.contract import LightningStore, LightningStoreCapabilities
 from agl_events.store.parts import StoreParts
 from agl_events.types import (
+    UNSET,
     Attempt,
     AttemptedRollout,
     AttemptFinish,

@@ -26,11 +26,11 @@ from agl_events.store.commands import spans as span_cmds
 from agl_events.store.commands import tasks as task_cmds
 from agl_events.store.commands import workers as worker_cmds
 from agl_events.store.context import DecisionContext
-from agl_events.store.contract import UNSET
 from agl_events.store.errors import NotOwnerError, ReadOnlyStoreError, StoreUnhealthyError
 from agl_events.store.routing import owned
 from agl_events.topics import Topic
 from agl_events.types import (
+    UNSET,
     Attempt,
     AttemptedRollout,
     AttemptFinish,

@@ -11,9 +11,8 @@ from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import sync_worker_with_attempt
 from agl_events.store.context import DecisionContext
-from agl_events.store.contract import UNSET
 from agl_events.store.ids import new_attempt_id
-from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, RUNNING_STATUSES, Attempt
+from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, RUNNING_STATUSES, UNSET, Attempt
 
 
 def rollout_status_from_attempt(attempt: dict[str, Any], config: dict[str, Any]) -> str:

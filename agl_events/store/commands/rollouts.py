@@ -13,8 +13,7 @@ from agl_events.store.commands.dispatch import dispatch
 from agl_events.store.commands.finished import announce_finished
 from agl_events.store.commands.workers import mark_idle_after_empty_dequeue, sync_worker_with_attempt
 from agl_events.store.context import DecisionContext
-from agl_events.store.contract import UNSET
-from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, Rollout, RolloutConfig
+from agl_events.types import FINISHED_STATUSES, QUEUING_STATUSES, UNSET, Rollout, RolloutConfig
 
 
 def _new_rollout(ctx: DecisionContext, input: Any, mode: Any, resources_id: str | None,

@@ -9,7 +9,7 @@ import orjson
 from agl_events.events.jsontext import dumps
 from agl_events.events.typed import WorkerHeartbeat, WorkerStatusChanged
 from agl_events.store.context import DecisionContext
-from agl_events.store.contract import UNSET
+from agl_events.types import UNSET
 
 
 def sync_worker_with_attempt(ctx: DecisionContext, attempt: dict[str, Any], dequeue: bool = False) -> None:
