@@ -17,14 +17,17 @@ from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics, delete_topics
 from agl_events.log.clients import make_admin
+from tests.order import heaviest_first
 from tests.tiers import check_markers, require_kafka_marker
 
 pytest_plugins = ("pytester",)  # tests/structure/test_tiers.py runs the tier check in a pytest of its own
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that reaches the broker through a fixture must be marked `kafka` (see tests/tiers.py)."""
+    """A test that reaches the broker through a fixture must be marked `kafka` (see tests/tiers.py); the
+    longest files run first (see tests/order.py)."""
     check_markers(items)
+    heaviest_first(items)
 
 
 @pytest.fixture(scope="session")
