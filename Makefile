@@ -36,7 +36,7 @@ broker: install
 
 test: install
 	$(TEST_ENV) $(BIN)/agl-events kafka start
-	$(TEST_ENV) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  $(TEST_ENV) $(BIN)/agl-events kafka stop; exit $$rc
 
 demo: install

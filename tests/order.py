@@ -1,6 +1,7 @@
 """The order tests run in: the longest files first, so that two pytest workers finish together.
 
-`make test` hands whole files to two workers (pytest-xdist, `--dist loadfile`), round robin at first and then
+`make test` hands whole files to two workers (pytest-xdist, `--dist loadfile --no-loadscope-reorder`: without
+the flag xdist puts the files with the most tests first), round robin at first and then
 to whichever is free, in collection order. A file of several minutes collected last runs alone at the end
 while the other worker idles; started first, it overlaps everything else.
 """

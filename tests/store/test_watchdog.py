@@ -49,6 +49,27 @@ async def test_unresponsive_without_retry_fails(store, clock):
     assert (await store.get_worker_by_id("w1")).status == "unknown"
 
 
+async def test_a_running_rollout_without_an_attempt_is_queued_again_once_silent(store, clock):
+    """The state a claim leaves when the store dies between its rollout event and its AttemptCreated (the
+    chaos run met it: the rollout stayed running for good, no runner holding an attempt of it)."""
+    r = await store.enqueue_rollout(input=1, config=UNRESPONSIVE_RETRY)
+    await store.update_rollout(r.rollout_id, status="running")
+    clock.advance(0.1)
+    assert (await store.get_rollout_by_id(r.rollout_id)).status == "running"
+    clock.advance(0.15)
+    assert (await store.get_rollout_by_id(r.rollout_id)).status == "requeuing"
+    again = await store.dequeue_rollout(worker_id="w1")
+    assert again.rollout_id == r.rollout_id and again.attempt.sequence_id == 1
+
+
+async def test_a_running_rollout_without_an_attempt_fails_once_silent_without_retries(store, clock):
+    r = await store.enqueue_rollout(input=1, config=UNRESPONSIVE)
+    await store.update_rollout(r.rollout_id, status="running")
+    clock.advance(0.25)
+    got = await store.get_rollout_by_id(r.rollout_id)
+    assert got.status == "failed" and got.end_time is not None
+
+
 async def test_unresponsive_measured_from_last_heartbeat(store, clock):
     ar = await store.start_rollout(input=1, config=UNRESPONSIVE)
     clock.advance(0.12)

@@ -114,10 +114,27 @@ def scan_unhealthy(ctx: DecisionContext, rollouts: list[dict[str, Any]]) -> int:
         if config["timeout_seconds"] is None and config["unresponsive_seconds"] is None:
             continue
         attempt = ctx.latest_attempt(rollout["rollout_id"])
-        if attempt is None or attempt["status"] in ("timeout", "unresponsive", "failed", "succeeded"):
+        if attempt is None:
+            marked += _restart_attemptless(ctx, rollout)
+            continue
+        if attempt["status"] in ("timeout", "unresponsive", "failed", "succeeded"):
             continue
         verdict = unhealthy_verdict(attempt, config, ctx.now)
         if verdict is not None:
             update_attempt(ctx, rollout["rollout_id"], attempt["attempt_id"], status=verdict, cause="watchdog")
             marked += 1
     return marked
+
+
+def _restart_attemptless(ctx: DecisionContext, rollout: dict[str, Any]) -> int:
+    """A running rollout with no attempt at all: a claim whose rollout event reached the log but whose
+    AttemptCreated did not (the store died between the appends of one decision), or a status set by hand. No
+    runner holds an attempt of it, so nothing would ever end it: once it has been silent for
+    `unresponsive_seconds` since it was enqueued, it is queued again when unresponsive attempts are retried,
+    else it fails, as an attempt that never sent a heartbeat would."""
+    config = rollout["config"]
+    if config["unresponsive_seconds"] is None or ctx.now - rollout["start_time"] <= config["unresponsive_seconds"]:
+        return 0
+    retried = "unresponsive" in config["retry_condition"] and config["max_attempts"] >= 1
+    set_rollout_status(ctx, rollout["rollout_id"], "requeuing" if retried else "failed", cause="watchdog")
+    return 1
