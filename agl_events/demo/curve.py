@@ -33,7 +33,9 @@ def curve_png(path: Path, train: Sequence[float], held_out: Sequence[tuple[int, 
 
     figure, axes = plt.subplots(figsize=(9.6, 5.4), dpi=100)
     try:
-        axes.plot(range(1, len(train) + 1), train, color=TRAIN_COLOUR, linewidth=1.5, label="training batch")
+        # a line of one point draws nothing: a one-step run shows its batch reward as a dot
+        axes.plot(range(1, len(train) + 1), train, color=TRAIN_COLOUR, linewidth=1.5, label="training batch",
+                  marker="o" if len(train) == 1 else None)
         axes.plot([s for s, _ in held_out], [r for _, r in held_out], color=HELD_OUT_COLOUR, linewidth=2.5,
                   marker="o", label="held-out (greedy)")
         axes.set(title=title, xlabel="GRPO step", ylabel="mean reward", ylim=(0, 1.02))
