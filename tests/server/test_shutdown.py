@@ -206,7 +206,9 @@ def test_sigterm_ends_a_server_with_calls_waiting_for_an_owner_that_does_not_ans
         _sigterm_ends(server, all_closed=False)  # the shared experiment's store may be left as a crash leaves it
         for caller in callers:
             caller.join(10)
-        assert answers == [503] * len(ids)  # answered at once: retry elsewhere
+        # each answered: 503 at once (retry elsewhere), or 201 where the group handed the frozen store's partitions
+        # to this server (its 6 s session ran out under load) before the SIGTERM; never left hanging or a 500
+        assert len(answers) == len(ids) and set(answers) <= {201, 503}, answers
     finally:
         if frozen.process is not None:
             frozen.process.send_signal(signal.SIGCONT)
