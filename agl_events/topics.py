@@ -31,6 +31,7 @@ class Topic(StrEnum):
     TASK_REQUESTS = "task-requests"
     CONTROL = "control"
     SAMPLES = "samples"
+    STEPS = "steps"
     DLQ = "dlq"
 
 
@@ -89,6 +90,10 @@ LAYOUT: tuple[TopicSpec, ...] = (
               config={"retention.ms": FOREVER, "cleanup.policy": "delete"},
               why="training samples the samples processor derives from finished rollouts, for trainers (a consumer "
                   "group each); kept forever to export and retrain from, though rebuildable from the spans"),
+    TopicSpec(topic=Topic.STEPS, key="the trainer's transactional id", partitions=1,
+              config={"retention.ms": FOREVER, "cleanup.policy": "delete"},
+              why="one JSON record per committed training step (the samples it used and dropped, the weights "
+                  "version it wrote), written in one transaction with the trainer's sample offsets; kept forever"),
     TopicSpec(topic=Topic.DLQ, key="source topic/partition/offset", partitions=1,
               config={"cleanup.policy": "delete", "retention.ms": str(30 * DAY_MS)},
               why="undecodable records, kept a month for inspection with their origin in headers"),

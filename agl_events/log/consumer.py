@@ -94,6 +94,11 @@ class GroupConsumer:
             self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()],
                                   asynchronous=not wait)
 
+    def group_metadata(self) -> object:
+        """This member's group metadata, opaque: what a transaction commits the group's offsets with
+        (`log.transactions`)."""
+        return self._consumer.consumer_group_metadata()
+
     def seek(self, position: Position, offset: int) -> None:
         """Read `position` again from `offset` (an assigned partition)."""
         self._consumer.seek(TopicPartition(*position, offset))

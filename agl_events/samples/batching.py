@@ -48,7 +48,9 @@ class BatchStats:
 
 
 @dataclass
-class _Held:
+class Consumed:
+    """A sample as read: where from (a step record names it so, see `samples.steps`)."""
+
     sample: Sample
     position: Position
     offset: int
@@ -59,6 +61,8 @@ class SampleBatch:
     """Samples to train on, in whole groups when grouped (`groups` in the order they completed)."""
 
     groups: list[list[Sample]]
+    #: Where each of its samples was read (empty for batches made up by hand).
+    consumed: list[Consumed] = field(default_factory=list)
 
     @property
     def samples(self) -> list[Sample]:
@@ -70,12 +74,17 @@ class SampleBatch:
 
 @dataclass
 class Batcher:
+    """`keep_stale`: remember the samples skipped as stale until `drain_stale` (a trainer that records its
+    steps drains them each step; others would only pile them up)."""
+
     policy: BatchPolicy
+    keep_stale: bool = False
     stats: BatchStats = field(default_factory=BatchStats)
-    _pending: dict[str, list[_Held]] = field(default_factory=dict)  # incomplete groups, by group id
-    _ready: list[list[_Held]] = field(default_factory=list)  # complete groups (or single samples), in order
+    _pending: dict[str, list[Consumed]] = field(default_factory=dict)  # incomplete groups, by group id
+    _ready: list[list[Consumed]] = field(default_factory=list)  # complete groups (or single samples), in order
     _consumed: dict[Position, int] = field(default_factory=dict)  # next offset after the last one offered
     _seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    _stale: list[Consumed] = field(default_factory=list)  # skipped as stale since the last `drain_stale`
 
     def offer(self, sample: Sample, position: Position, offset: int, current: int | None) -> None:
         """Take one consumed sample; `current` is the latest resources generation the trainer knows."""
@@ -87,11 +96,12 @@ class Batcher:
         if not self._wanted(sample):
             self.stats.skipped_filtered += 1
             return
+        held = Consumed(sample, position, offset)
         if is_stale(sample.resources_generation, current, self.policy.max_staleness):
             self.stats.skipped_stale += 1
+            self._keep_stale([held])
             return
         self.stats.accepted += 1
-        held = _Held(sample, position, offset)
         size = self._group_size(sample)
         if size is None:
             self._ready.append([held])
@@ -110,14 +120,26 @@ class Batcher:
         ready = sum(len(group) for group in self._ready)
         if ready == 0 or (ready < self.policy.batch_size and not partial):
             return None
-        groups: list[list[_Held]] = []
+        groups: list[list[Consumed]] = []
         taken = 0
         while self._ready and taken < self.policy.batch_size:
             group = self._ready.pop(0)
             groups.append(group)
             taken += len(group)
         self.stats.batched += taken
-        return SampleBatch([[held.sample for held in group] for group in groups])
+        return SampleBatch([[held.sample for held in group] for group in groups],
+                           [held for group in groups for held in group])
+
+    def drain_stale(self) -> list[Consumed]:
+        """The samples skipped as stale since the last call (at offer, or while their group waited)."""
+        stale, self._stale = self._stale, []
+        return stale
+
+    def known(self, sample_ids: Iterable[str]) -> None:
+        """Ids finished with before this batcher started (a restarted trainer's committed steps): skipped as
+        duplicates when read again."""
+        for sample_id in sample_ids:
+            self._remember(sample_id)
 
     def committable(self) -> dict[Position, int]:
         """Per partition, the offset a restarted trainer must read from: the lowest held one, else past the last."""
@@ -151,7 +173,7 @@ class Batcher:
         return sum(1 for _ in self._held())
 
     # -- internals ------------------------------------------------------------------------------
-    def _held(self) -> Iterable[_Held]:
+    def _held(self) -> Iterable[Consumed]:
         for group in self._pending.values():
             yield from group
         for group in self._ready:
@@ -167,14 +189,19 @@ class Batcher:
         return (modes is None or (sample.mode or "") in modes) and (statuses is None or sample.status in statuses)
 
     def _drop_stale(self, current: int | None) -> None:
-        def fresh(group: list[_Held]) -> bool:
+        def fresh(group: list[Consumed]) -> bool:
             stale = is_stale(group[0].sample.resources_generation, current, self.policy.max_staleness)
             if stale:
                 self.stats.skipped_stale += len(group)
+                self._keep_stale(group)
             return not stale
 
         self._ready = [group for group in self._ready if fresh(group)]
         self._pending = {gid: group for gid, group in self._pending.items() if fresh(group)}
+
+    def _keep_stale(self, consumed: list[Consumed]) -> None:
+        if self.keep_stale:
+            self._stale.extend(consumed)
 
     def _remember(self, sample_id: str) -> None:
         self._seen[sample_id] = None
