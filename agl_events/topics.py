@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from enum import StrEnum
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 
 FOREVER = "-1"
 DAY_MS = 24 * 3600 * 1000
@@ -17,6 +17,38 @@ DAY_MS = 24 * 3600 * 1000
 #: One limit for every topic, rather than the broker's default of about 1 MiB for all but spans, so that
 #: how large an event may be does not depend on its kind (see agl_events.log.encoding).
 MESSAGE_MAX_BYTES = 8 * 1024 * 1024
+
+
+#: The most copies of a partition the layout asks for: three survive the loss of one broker with a majority left.
+MAX_REPLICATION = 3
+
+
+class Replication(BaseModel):
+    """How many copies of each partition, and on how many an acknowledged (acks=all) write must be."""
+
+    factor: int = Field(ge=1)
+    min_insync: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Replication:
+        if self.min_insync > self.factor:  # every write would be refused (NOT_ENOUGH_REPLICAS)
+            raise ValueError(f"min.insync.replicas {self.min_insync} exceeds the replication factor {self.factor}")
+        return self
+
+    @property
+    def settings(self) -> dict[str, str]:
+        return {"min.insync.replicas": str(self.min_insync)}
+
+    def __str__(self) -> str:
+        return f"replication {self.factor}, min.insync.replicas {self.min_insync}"
+
+
+def replication_for(brokers: int) -> Replication:
+    """The replication for a cluster of `brokers`: min(3, brokers) copies, and an acknowledged write on all but
+    one of them (where there are several), so losing one broker neither loses an acknowledged write nor stops
+    writes."""
+    factor = max(1, min(MAX_REPLICATION, brokers))
+    return Replication(factor=factor, min_insync=max(1, factor - 1))
 
 
 class Topic(StrEnum):

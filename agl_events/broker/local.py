@@ -1,4 +1,5 @@
-"""The embedded default broker: one local Apache Kafka process in KRaft combined mode.
+"""The embedded default broker: one local Apache Kafka process in KRaft combined mode (or one node of a local
+cluster, `broker.cluster`).
 
 Every agl-events command needs a Kafka cluster. When no bootstrap servers are configured the
 commands use this broker instead, starting it on demand (`ensure_broker`), so that a fresh checkout
@@ -40,8 +41,7 @@ from agl_events.proc.logs import follow_file, tail_file
 from agl_events.proc.pids import command_line, process_alive, send_signal, track, wait_for_exit
 from agl_events.proc.ports import port_accepts, port_free
 
-#: A development broker needs little memory; the default heap would claim a quarter of the machine.
-JVM_HEAP_OPTIONS = ("-Xms256m", "-Xmx1g")
+
 class BrokerStatus(BaseModel):
     """What `start`, `stop` and `status` report about the local broker."""
 
@@ -63,7 +63,7 @@ class LocalBroker(BrokerHome):
     @property
     def bootstrap(self) -> str:
         """The bootstrap servers clients use to reach this broker."""
-        return f"localhost:{self.settings.local_port}"
+        return f"localhost:{self.node.port}"
 
     def fetch(self) -> Path:
         """Download Kafka's jars with Maven unless they are already there; returns `libs_dir`."""
@@ -74,18 +74,32 @@ class LocalBroker(BrokerHome):
         self.kafka_dir.mkdir(parents=True, exist_ok=True)
         with self._locked():
             notes: list[str] = []
-            pid = self._live_pid(notes)
-            if pid is not None:
-                self._wait_until_ready(pid, timeout, started_now=False)
-                return self._report(pid, _join("already running", *notes), ready=True)
-            self._check_ports_free()
-            java = find_java()
-            self.fetch()
-            self.write_properties()
-            self.format_storage(java)
-            pid = self._spawn(java)
-            self._wait_until_ready(pid, timeout, started_now=True)
-            return self._report(pid, _join("started", *notes), ready=True)
+            pid, started_now = self.launch(notes)
+            self.wait_until_ready(pid, timeout, started_now=started_now)
+            return self._report(pid, _join("started" if started_now else "already running", *notes), ready=True)
+
+    def launch(self, notes: list[str]) -> tuple[int, bool]:
+        """Spawn the JVM unless it runs, without waiting for it: (pid, whether started now). A cluster's nodes are
+        all launched before any is waited for, since none answers before a majority of the quorum runs."""
+        self.kafka_dir.mkdir(parents=True, exist_ok=True)
+        pid = self._live_pid(notes)
+        if pid is not None:
+            return pid, False
+        self._check_ports_free()
+        java = find_java()
+        self.fetch()
+        self.write_properties()
+        self.format_storage(java)
+        return self._spawn(java), True
+
+    def kill(self) -> int | None:
+        """SIGKILL the running JVM, as a crashed machine would stop (chaos runs); returns its pid, None if none ran."""
+        pid = self._live_pid([])
+        if pid is not None:
+            send_signal(pid, signal.SIGKILL)
+            wait_for_exit(pid, 10.0)
+            self.pid_file.unlink(missing_ok=True)
+        return pid
 
     def stop(self, timeout: float = 30.0) -> BrokerStatus:
         """Stop the broker cleanly (SIGTERM), killing it after `timeout` s; harmless when stopped."""
@@ -123,7 +137,7 @@ class LocalBroker(BrokerHome):
 
     def is_ready(self, timeout: float = 2.0) -> bool:
         """The broker accepts connections and returns cluster metadata with at least one broker."""
-        return probe(self.bootstrap, timeout, port=self.settings.local_port)
+        return probe(self.bootstrap, timeout, port=self.node.port)
 
     # ------------------------------------------------------------------ pid bookkeeping
 
@@ -163,13 +177,13 @@ class LocalBroker(BrokerHome):
     def _check_ports_free(self) -> None:
         """Fail early, and clearly, when another program holds one of our ports."""
         for port, variable in (
-            (self.settings.local_port, "AGL_KAFKA_PORT"),
-            (self.settings.local_controller_port, "AGL_KAFKA_CONTROLLER_PORT"),
+            (self.node.port, "AGL_KAFKA_PORT"),
+            (self.node.controller_port, "AGL_KAFKA_CONTROLLER_PORT"),
         ):
             if port_free(port):
                 continue
             holder = "another program"
-            if port == self.settings.local_port and probe(self.bootstrap, 2.0, port=port):
+            if port == self.node.port and probe(self.bootstrap, 2.0, port=port):
                 holder = "another Kafka broker"
             raise BrokerError(
                 f"port {port} on localhost is already in use by {holder} (not the local broker of "
@@ -182,7 +196,7 @@ class LocalBroker(BrokerHome):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
         command = [
-            java, *JVM_HEAP_OPTIONS, "-Djava.awt.headless=true", *self.jvm_system_properties(),
+            java, *self.heap_options(), "-Djava.awt.headless=true", *self.jvm_system_properties(),
             "-cp", self.class_path(), KAFKA_MAIN_CLASS, str(self.properties_file),
         ]  # fmt: skip
         with self.stdout_file.open("ab") as stdout:
@@ -198,7 +212,7 @@ class LocalBroker(BrokerHome):
         self.pid_file.write_text(f"{process.pid}\n")
         return process.pid
 
-    def _wait_until_ready(self, pid: int, timeout: float, *, started_now: bool) -> None:
+    def wait_until_ready(self, pid: int, timeout: float, *, started_now: bool) -> None:
         """Poll until the broker answers; a process that dies meanwhile is reported with its log."""
         deadline = time.monotonic() + timeout
         while True:
@@ -235,7 +249,7 @@ class LocalBroker(BrokerHome):
 
 
 def ensure_broker(settings: Settings, timeout: float = 60.0) -> str:
-    """The bootstrap servers to use, starting the local broker first if it is the one in use.
+    """The bootstrap servers to use, starting the local broker (or the home's local cluster) first if in use.
 
     Every agl-events command calls this, so a configured remote cluster is never second-guessed
     (nothing is started, it is only asked once whether it answers, within `settings.kafka_timeout`)
@@ -244,8 +258,9 @@ def ensure_broker(settings: Settings, timeout: float = 60.0) -> str:
     if not settings.uses_local_broker:
         require_reachable(settings.bootstrap_servers, settings.kafka_timeout)
         return settings.bootstrap_servers
-    LocalBroker(settings).start(timeout=timeout)
-    return settings.bootstrap_servers
+    from agl_events.broker.cluster import LocalCluster  # it builds on LocalBroker: imported here, not circularly
+
+    return LocalCluster(settings).start(timeout=timeout).bootstrap
 
 
 def probe(bootstrap: str, timeout: float = 2.0, *, port: int | None = None) -> bool:

@@ -1,4 +1,5 @@
-"""`agl-events kafka ...`: run the embedded single-node broker that is used when no cluster is configured.
+"""`agl-events kafka ...`: run the embedded broker that is used when no cluster is configured: one node, or a
+local cluster of several (`start --brokers 3`, `broker.cluster`), which the other sub-commands then cover whole.
 
 Other commands start the broker on their own (`ensure_broker`); these commands exist to start it
 ahead of time, stop it, check on it and read its log.
@@ -14,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, probe
+from agl_events.broker import BrokerError, BrokerStatus, probe
+from agl_events.broker.cluster import ClusterStatus, LocalCluster
 from agl_events.cli.context import settings
 from agl_events.config import Settings
 from agl_events.log.kafka_config import connection_config, redacted
@@ -23,7 +25,7 @@ from agl_events.log.kafka_config import connection_config, redacted
 EXIT_NOT_RUNNING = 3
 
 kafka_app = typer.Typer(
-    help="Manage the local single-node Kafka broker used when no --bootstrap / AGL_KAFKA_BOOTSTRAP is set.",
+    help="Manage the local Kafka broker (or local cluster) used when no --bootstrap / AGL_KAFKA_BOOTSTRAP is set.",
     no_args_is_help=True,
 )
 
@@ -58,6 +60,13 @@ def _refuse_remote(cfg: Settings, verb: str) -> None:
         )
 
 
+def _print_cluster(cluster: ClusterStatus) -> None:
+    if len(cluster.nodes) > 1:
+        _console().print(Text(f"local cluster of {len(cluster.nodes)} nodes: {cluster.bootstrap}", style="bold"))
+    for node in cluster.nodes:
+        _print_status(node)
+
+
 def _print_status(status: BrokerStatus) -> None:
     if status.running and status.ready:
         state = Text(f"running (pid {status.pid})", style="green")
@@ -81,11 +90,15 @@ def _print_status(status: BrokerStatus) -> None:
 def start(
     ctx: typer.Context,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the broker to answer.")] = 60.0,
+    brokers: Annotated[int | None, typer.Option(
+        min=1, help="Nodes (each a broker and a KRaft controller) on ports AGL_KAFKA_PORT + 2(N-1) and "
+                    "AGL_KAFKA_CONTROLLER_PORT + 2(N-1); default: as many as this home ran last, else 1.")] = None,
 ) -> None:
-    """Start the local broker in the background (downloading Kafka with Maven the first time)."""
+    """Start the local broker, or a local cluster, in the background (downloading Kafka with Maven the first
+    time)."""
     cfg = settings(ctx)
     _refuse_remote(cfg, "start")
-    _print_status(_guarded(lambda: LocalBroker(cfg).start(timeout=timeout)))
+    _print_cluster(_guarded(lambda: LocalCluster(cfg, brokers).start(timeout=timeout)))
 
 
 @kafka_app.command()
@@ -93,15 +106,16 @@ def stop(
     ctx: typer.Context,
     timeout: Annotated[float, typer.Option(help="Seconds to allow a clean shutdown before killing.")] = 30.0,
 ) -> None:
-    """Stop the local broker cleanly; its data is kept for the next start."""
+    """Stop the local broker (every node of a local cluster) cleanly; its data is kept for the next start."""
     cfg = settings(ctx)
     _refuse_remote(cfg, "stop")
-    _print_status(_guarded(lambda: LocalBroker(cfg).stop(timeout=timeout)))
+    _print_cluster(_guarded(lambda: LocalCluster(cfg).stop(timeout=timeout)))
 
 
 @kafka_app.command()
 def status(ctx: typer.Context) -> None:
-    """Show whether the broker runs. Exit code 0: running and answering; 3: not (yet)."""
+    """Show whether the broker (every node of a local cluster) runs. Exit code 0: all running and answering;
+    3: not (yet)."""
     cfg = settings(ctx)
     if not cfg.uses_local_broker:
         reachable = probe(cfg.bootstrap_servers, timeout=5.0)
@@ -110,9 +124,9 @@ def status(ctx: typer.Context) -> None:
         if shown := redacted(connection_config()):  # which settings were used, secrets hidden
             _console().print(Text("connection settings: " + ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))))
         raise typer.Exit(0 if reachable else EXIT_NOT_RUNNING)
-    broker_status = _guarded(LocalBroker(cfg).status)
-    _print_status(broker_status)
-    raise typer.Exit(0 if broker_status.running and broker_status.ready else EXIT_NOT_RUNNING)
+    cluster_status = _guarded(LocalCluster(cfg).status)
+    _print_cluster(cluster_status)
+    raise typer.Exit(0 if cluster_status.ready else EXIT_NOT_RUNNING)
 
 
 @kafka_app.command()
@@ -121,10 +135,11 @@ def logs(
     lines: Annotated[int, typer.Option("--lines", "-n", help="How many of the last lines to show.")] = 50,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines (Ctrl-C).")] = False,
 ) -> None:
-    """Print the end of the local broker's log (server.log)."""
-    broker = LocalBroker(settings(ctx))
-    if not broker.log_file.exists() and not follow:
-        _console().print(Text(f"no broker log yet at {broker.log_file}", style="yellow"))
+    """Print the end of the local broker's log (server.log; each node's, prefixed, for a local cluster)."""
+    broker = LocalCluster(settings(ctx))
+    missing = [node.log_file for node in broker.nodes if not node.log_file.exists()]
+    if len(missing) == len(broker.nodes) and not follow:
+        _console().print(Text(f"no broker log yet at {', '.join(map(str, missing))}", style="yellow"))
         return
     for line in broker.tail(lines):
         typer.echo(line)

@@ -9,26 +9,35 @@ import time
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from agl_events.log.clients import make_admin
 from agl_events.log.records import Position
-from agl_events.topics import LAYOUT
+from agl_events.topics import LAYOUT, Replication, replication_for
 
 
-def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0) -> dict[str, str]:
-    """Create every topic of the experiment that does not exist yet; returns topic -> 'created'|'exists'.
+def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0,
+                  replication: Replication | None = None) -> dict[str, str]:
+    """Create every topic of the experiment that does not exist yet; returns topic -> 'created'|'exists', or for
+    an existing topic whose replication differs from the one wanted, 'exists' and how it differs.
 
-    Topics that exist are left as they are: ones created before every topic took MESSAGE_MAX_BYTES records
-    keep the broker's limit (about 1 MiB) for all but spans, so a larger event fails when it is appended.
+    `replication` None: the one for the cluster met (`topics.replication_for` its broker count). Topics that exist
+    are left as they are: ones created before every topic took MESSAGE_MAX_BYTES records keep the broker's limit
+    (about 1 MiB) for all but spans, so a larger event fails when it is appended; ones created on a smaller
+    cluster keep their replication (raising it is a partition reassignment, the operator's decision).
     """
-    existing = set(admin.list_topics(timeout=timeout).topics)
+    metadata = admin.list_topics(timeout=timeout)
+    replication = replication or replication_for(len(metadata.brokers))
+    existing = set(metadata.topics)
     wanted = [spec for spec in LAYOUT if spec.name(experiment) not in existing]
     result = {spec.name(experiment): "exists" for spec in LAYOUT if spec.name(experiment) in existing}
+    for name, live in replication_of(admin, list(result), timeout).items():
+        if live != replication:
+            result[name] = f"exists with {live} ({replication} wanted: left as it is)"
     if wanted:
         futures = admin.create_topics(
-            [NewTopic(spec.name(experiment), num_partitions=spec.partitions, replication_factor=-1,
-                      config=spec.settings) for spec in wanted],
+            [NewTopic(spec.name(experiment), num_partitions=spec.partitions, replication_factor=replication.factor,
+                      config={**spec.settings, **replication.settings}) for spec in wanted],
             operation_timeout=timeout,
             request_timeout=timeout,
         )
@@ -58,6 +67,42 @@ def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> N
         if time.monotonic() > deadline:
             raise TimeoutError(f"topics without a leader after {timeout}s: {', '.join(pending)}")
         time.sleep(0.1)
+
+
+def replication_of(admin: AdminClient, topics: list[str], timeout: float = 30.0) -> dict[str, Replication]:
+    """Each existing topic's replication as the cluster has it: its first partition's replica count and its
+    min.insync.replicas (its own or the broker's default)."""
+    meta = admin.list_topics(timeout=timeout).topics
+    present = [t for t in topics if t in meta and meta[t].partitions]
+    if not present:
+        return {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in present],
+                                     request_timeout=timeout)
+    found = {}
+    for resource, future in futures.items():
+        entries = future.result(timeout)
+        factor = len(meta[resource.name].partitions[0].replicas)
+        min_insync = min(int(entries["min.insync.replicas"].value), factor)
+        found[resource.name] = Replication(factor=factor, min_insync=min_insync)
+    return found
+
+
+def broker_ids(admin: AdminClient, timeout: float = 10.0) -> set[int]:
+    """The ids of the brokers the cluster's metadata lists now (a fenced or stopped one is not listed)."""
+    return set(admin.list_topics(timeout=timeout).brokers)
+
+
+def under_replicated(admin: AdminClient, timeout: float = 10.0) -> list[Position]:
+    """The partitions with fewer in-sync replicas than replicas, or no leader (a node is down or catching up)."""
+    meta = admin.list_topics(timeout=timeout).topics
+    return [(name, p.id) for name, topic in meta.items() for p in topic.partitions.values()
+            if p.leader < 0 or len(p.isrs) < len(p.replicas)]
+
+
+def partition_leaders(admin: AdminClient, topics: list[str], timeout: float = 10.0) -> dict[Position, int]:
+    """The leader's broker id of each partition of `topics` (-1 while it has none)."""
+    meta = admin.list_topics(timeout=timeout).topics
+    return {(t, p.id): p.leader for t in topics if t in meta for p in meta[t].partitions.values()}
 
 
 def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> list[str]:
