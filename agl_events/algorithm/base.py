@@ -98,15 +98,17 @@ class AlgorithmContext:
                     for item, data_id in zip(dataset, ids, strict=True) for _ in range(group_size)]
         return list(await self.store.enqueue_many_rollouts(requests))
 
-    def sample_stream(self, policy: BatchPolicy | None = None, *, group: str | None = None) -> SampleStream:
-        """Batches from the samples topic, staleness judged against the latest resources generation."""
+    def sample_stream(self, policy: BatchPolicy | None = None, *, group: str | None = None,
+                      recorded: bool = False) -> SampleStream:
+        """Batches from the samples topic, staleness judged against the latest resources generation
+        (`recorded`: steps committed through `samples.step_log`, see `SampleStream`)."""
         if self.settings is None:
             raise RuntimeError("sample_stream needs the context's settings (the Trainer sets them)")
         if self.on_sample_stream is not None:
             self.on_sample_stream()
         return SampleStream(self.settings.bootstrap_servers, self.settings.experiment,
                             codec_for(self.settings.schema_registry_url), policy, group=group,
-                            current_generation=self.current_generation,
+                            current_generation=self.current_generation, recorded=recorded,
                             on_batch=None if self.trainer_metrics is None else self.trainer_metrics.observe_batch)
 
     async def run_split(self, dataset: Sequence[Any], mode: str, resources_id: str | None = None,

@@ -5,8 +5,14 @@ the next weights version.
 One step: enqueue `prompts_per_step` tasks x `group_size` rollouts under the latest version, take one batch
 of complete groups from the sample stream, normalise rewards within each group, take `epochs` PPO-clipped
 steps on the recorded token ids with the logprobs recorded at sampling time as the old policy, write the
-weights as the next version, load it into the server and publish it. A trainer started again on the
-same experiment and home resumes from the latest published version (`_resume`).
+weights as the next version, commit the step, then load the version into the server and publish it.
+
+Each step is exactly-once (docs/training-loop.md, "Exactly-once steps"): its weights file (named by version)
+is written first, then its record (`samples.steps.StepRecord`: the samples trained and dropped as stale) and
+the sample stream's offsets are committed in one Kafka transaction (`samples.step_log.StepLog`), and only
+then are the weights published. A trainer started again on the same experiment and home (SIGKILLed at any
+point) resumes after the last committed step: its weights and optimiser state, the stream's committed
+offsets, and the ids every committed step took, which it never takes again (`_resume`).
 
 `max_staleness=0` is the synchronous loop: each step enqueues the groups it trains on and waits for them,
 so runners idle while the trainer trains. `max_staleness=k > 0` pipelines: the loop keeps `k + 1` steps'
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from itertools import cycle, islice
 from pathlib import Path
@@ -43,6 +50,7 @@ import torch
 from agl_events.algorithm.base import AlgorithmContext, SplitResult
 from agl_events.algorithm.grpo_math import IS_CAP, clipped_loss, decoupled_loss, group_advantages, mean_entropy
 from agl_events.algorithm.in_flight import InFlight
+from agl_events.config import Settings
 from agl_events.llm.proxy import LLMProxy
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
@@ -55,8 +63,11 @@ from agl_events.policy.weights import (
     save_weights,
     weights_path,
 )
+from agl_events.proc.crash import crash_point
 from agl_events.samples.batching import BatchPolicy, SampleBatch
 from agl_events.samples.model import Sample, group_id
+from agl_events.samples.step_log import StepLog, read_steps
+from agl_events.samples.steps import StepRecord, accounted_ids, last_step
 from agl_events.types import ProxyLLM, ResourcesUpdate
 
 log = logging.getLogger(__name__)
@@ -73,7 +84,7 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
-class StepRecord:
+class StepStats:
     """One training step: the version it started from, the groups it trained on and how many versions
     behind that version each was enqueued (`lags`, 0 when synchronous; this trainer's groups only), the
     groups given up as too stale once it published, and the samples the batcher has skipped as stale so far."""
@@ -128,7 +139,7 @@ class GRPO:
         #: Per step: the mean training reward of its batch.
         self.train_rewards: list[float] = []
         #: Per step of the last `run`: what it trained on and what was given up as stale.
-        self.records: list[StepRecord] = []
+        self.records: list[StepStats] = []
         #: The last `run`'s groups in flight: enqueued, trained, dropped, still pending at the end.
         self.in_flight = InFlight(prompts_per_step, max_staleness)
 
@@ -136,44 +147,55 @@ class GRPO:
                   ) -> dict[str, SplitResult]:
         if ctx.store_url is None or ctx.settings is None:
             raise RuntimeError("GRPO needs the store URL and settings the Trainer gives its context")
-        policy, optimizer, done = await self._resume(ctx)
-        # the tasks the next step would take, numbered: a task's number is its group's data id
-        tasks = enumerate(islice(cycle(train), done * self.prompts_per_step, None), start=done * self.prompts_per_step)
+        settings = ctx.settings
         flight = self.in_flight = InFlight(self.prompts_per_step, self.max_staleness)
         self.records = []
         results: dict[str, SplitResult] = {}
-        with PolicyServer(self.tokenizer, model=self.model) as server:
+        batches = BatchPolicy(batch_size=self.prompts_per_step * self.group_size, group_size=self.group_size,
+                              max_staleness=self.max_staleness)
+        async with AsyncExitStack() as stack:
+            stream = await stack.enter_async_context(ctx.sample_stream(batches, recorded=True))
+            steps = await StepLog.open(settings.bootstrap_servers, settings.experiment, stream)  # fences the last
+            stack.push_async_callback(asyncio.to_thread, steps.close)
+            committed = await asyncio.to_thread(read_steps, settings.bootstrap_servers, settings.experiment)
+            stream.known(accounted_ids(committed))
+            policy, optimizer, done, uri = self._resume(settings, last_step(committed))
+            # the tasks the next step would take, numbered: a task's number is its group's data id
+            tasks = enumerate(islice(cycle(train), done * self.prompts_per_step, None),
+                              start=done * self.prompts_per_step)
+            server = stack.enter_context(PolicyServer(self.tokenizer, model=self.model))
             models = [{"model_name": self.model,
                        "litellm_params": {"model": f"hosted_vllm/{self.model}", "api_base": server.url}}]
-            with LLMProxy(models, ctx.store_url, ctx.settings) as proxy:
-                published = await self._publish(ctx, proxy, server, policy, optimizer, done + 1)
-                batches = BatchPolicy(batch_size=self.prompts_per_step * self.group_size, group_size=self.group_size,
-                                      max_staleness=self.max_staleness)
-                async with ctx.sample_stream(batches) as stream:
-                    for step in range(done, self.steps + 1):
-                        if val and (step in (done, self.steps) or step % self.eval_every == 0):
-                            results["val"] = await self._evaluate(ctx, val, step, server.version or 0, published)
-                        if step == self.steps:
-                            break
-                        await self._enqueue(ctx, flight, list(islice(tasks, flight.wanted(self.steps - step))),
-                                            version=step + 1)
-                        batch = await stream.next_batch(timeout=self.batch_timeout)
-                        if batch is None:
-                            raise TimeoutError(f"no complete batch within {self.batch_timeout:.0f} s at step {step}")
-                        versions = flight.train({group[0].group_id for group in batch.groups})
-                        tokens = self._tokens(batch.groups)
-                        await asyncio.to_thread(self._update, policy, optimizer, tokens)
-                        await stream.commit()
-                        published = await self._publish(ctx, proxy, server, policy, optimizer, step + 2)
-                        lags = tuple(sorted(step + 1 - v for v in versions))
-                        record = StepRecord(step, step + 1, len(batch.groups), lags, flight.publish(step + 2),
-                                            stream.stats.skipped_stale)
-                        self.records.append(record)
-                        log.info("step %d: mean reward %.3f, %d sequences, lags %s, %d groups given up as stale "
-                                 "(%d samples skipped as stale so far)", step, self.train_rewards[-1],
-                                 len(tokens.prompts), record.lags, record.dropped_groups, record.stale_samples)
-                        if self.on_step is not None:
-                            self.on_step(step + 1, self.train_rewards[-1])
+            proxy = stack.enter_context(LLMProxy(models, ctx.store_url, settings))
+            published = await self._publish(ctx, proxy, server, uri, done + 1)
+            for step in range(done, self.steps + 1):
+                if val and (step in (done, self.steps) or step % self.eval_every == 0):
+                    results["val"] = await self._evaluate(ctx, val, step, server.version or 0, published)
+                if step == self.steps:
+                    break
+                await self._enqueue(ctx, flight, list(islice(tasks, flight.wanted(self.steps - step))),
+                                    version=step + 1)
+                batch = await stream.next_batch(timeout=self.batch_timeout)
+                if batch is None:
+                    raise TimeoutError(f"no complete batch within {self.batch_timeout:.0f} s at step {step}")
+                versions = flight.train({group[0].group_id for group in batch.groups})
+                tokens = self._tokens(batch.groups)
+                await asyncio.to_thread(self._update, policy, optimizer, tokens)
+                uri = self._save(settings, policy, optimizer, step + 2)
+                crash_point("weights-written", step)
+                await steps.commit(steps.record(step, step + 2, uri, batch, stream.drain_stale()),
+                                   before_commit=lambda step=step: crash_point("in-transaction", step))
+                crash_point("committed", step)
+                published = await self._publish(ctx, proxy, server, uri, step + 2)
+                lags = tuple(sorted(step + 1 - v for v in versions))
+                record = StepStats(step, step + 1, len(batch.groups), lags, flight.publish(step + 2),
+                                   stream.stats.skipped_stale)
+                self.records.append(record)
+                log.info("step %d: mean reward %.3f, %d sequences, lags %s, %d groups given up as stale "
+                         "(%d samples skipped as stale so far)", step, self.train_rewards[-1],
+                         len(tokens.prompts), record.lags, record.dropped_groups, record.stale_samples)
+                if self.on_step is not None:
+                    self.on_step(step + 1, self.train_rewards[-1])
         return results
 
     async def _enqueue(self, ctx: AlgorithmContext, flight: InFlight, tasks: list[tuple[int, Any]], version: int
@@ -218,36 +240,41 @@ class GRPO:
             torch.set_num_threads(threads)
         return policy
 
-    async def _resume(self, ctx: AlgorithmContext) -> tuple[Policy, torch.optim.Optimizer, int]:
-        """The policy, its optimiser and the steps already done: fresh at step 0, or, where the experiment
-        already published a weights version (a restarted trainer), that version's weights and the optimiser
-        state saved with it, at the step that made it.
+    def _resume(self, settings: Settings, last: StepRecord | None
+                ) -> tuple[Policy, torch.optim.Optimizer, int, str]:
+        """The policy, its optimiser, the steps already done and the weights' URI: fresh at step 0 (the seeded
+        weights written as v1), or after the last committed step `last` (a restarted trainer): the weights
+        version it wrote and the optimiser state saved with them.
 
-        Nothing else needs restoring: the sample stream's consumer group resumes from its committed offsets,
-        and the samples of the step that was cut off are a generation older than the version published
-        next, so the batcher skips them as stale."""
-        assert ctx.settings is not None
-        latest = await ctx.store.get_latest_resources()
-        llm = latest.resources.get("llm") if latest is not None else None
-        uri, version = getattr(llm, "weights_uri", None), getattr(llm, "version", None)
-        if not isinstance(uri, str) or not isinstance(version, int):
+        Nothing else needs restoring: the sample stream's group resumes from the offsets committed with
+        `last`, and the caller tells it which samples committed steps took beyond them. A step that was
+        cut off before its commit left at most a weights file of the next version, written again when the
+        step is taken again."""
+        if last is None:
             policy = Policy(self.policy_config)
-            return policy, torch.optim.Adam(policy.parameters(), lr=self.lr), 0
-        policy = load_weights(uri)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
+            return policy, optimizer, 0, self._save(settings, policy, optimizer, 1)
+        policy = load_weights(last.weights_uri)
         optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
-        if not load_optimizer(optimizer, version, optimizer_path(ctx.settings.home, ctx.settings.experiment)):
-            log.warning("no optimiser state saved with weights v%d: resuming with a fresh optimiser", version)
-        log.info("resuming from weights v%d (%d steps done)", version, version - 1)
-        return policy, optimizer, version - 1
+        if not load_optimizer(optimizer, last.version,
+                              optimizer_path(settings.home, settings.experiment, last.version)):
+            log.warning("no optimiser state saved with weights v%d: resuming with a fresh optimiser", last.version)
+        log.info("resuming from weights v%d (%d steps done)", last.version, last.step + 1)
+        return policy, optimizer, last.step + 1, last.weights_uri
 
-    async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, policy: Policy,
-                       optimizer: torch.optim.Optimizer, version: int) -> ResourcesUpdate:
-        """Write `version` (and the optimiser state that goes with it), serve it, and publish it: rollouts
-        enqueued from now on use it. A resumed trainer publishes the version it resumed from once more,
-        since the resources of the trainer that stopped name its own proxy."""
-        assert ctx.settings is not None
-        save_optimizer(optimizer, version, optimizer_path(ctx.settings.home, ctx.settings.experiment))
-        uri = save_weights(policy, weights_path(ctx.settings.home, ctx.settings.experiment, version))
+    @staticmethod
+    def _save(settings: Settings, policy: Policy, optimizer: torch.optim.Optimizer, version: int) -> str:
+        """Weights `version` and the optimiser state that goes with them, each named by the version, so a
+        step taken again after a crash writes the same files again. Returns the weights' URI."""
+        save_optimizer(optimizer, version, optimizer_path(settings.home, settings.experiment, version))
+        return save_weights(policy, weights_path(settings.home, settings.experiment, version))
+
+    async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, uri: str, version: int
+                       ) -> ResourcesUpdate:
+        """Serve weights `version` (committed) and publish them: rollouts enqueued from now on use them. A
+        resumed trainer publishes the version it resumed from once more, since the resources of the trainer
+        that stopped name its own proxy (and a trainer killed between its commit and this publishes it here
+        for the first time)."""
         server.load(uri, version)
         base = proxy.as_resource(model=self.model)
         llm = ProxyLLM(**base.model_dump(exclude={"resource_type", "sampling_parameters"}), weights_uri=uri,

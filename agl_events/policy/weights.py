@@ -1,10 +1,12 @@
 """Versioned weights files: `<home>/policy/<experiment>/v<N>.pt`, named to servers by a `file://` URI, and
-the trainer's optimiser state beside them (`optimizer.pt`, the latest version's only).
+the trainer's optimiser state beside them (`v<N>.optimizer.pt`, the state after the step that made v<N>).
 
 A trainer writes a version while a server may be loading the previous one, so a file appears whole or not
 at all (written beside, then renamed over). The file holds the config too: a server needs nothing else.
 The optimiser state is what a restarted trainer needs besides the weights to go on where it stopped; it is
-written before the weights version it belongs to is published, and says which version that is.
+written with the weights, before the step that made them commits, and one file per version: a trainer killed
+after writing version N+1 but before committing its step resumes from version N, whose state must still be
+there (writing N+1 again on the retried step is harmless: same name, written whole).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ def weights_path(home: Path, experiment: str, version: int) -> Path:
     return home / "policy" / experiment / f"v{version}.pt"
 
 
-def optimizer_path(home: Path, experiment: str) -> Path:
-    return home / "policy" / experiment / "optimizer.pt"
+def optimizer_path(home: Path, experiment: str, version: int) -> Path:
+    return home / "policy" / experiment / f"v{version}.optimizer.pt"
 
 
 def _save_atomically(content: dict[str, Any], path: Path) -> None:
@@ -41,7 +43,7 @@ def save_weights(policy: Policy, path: Path) -> str:
 
 
 def save_optimizer(optimizer: torch.optim.Optimizer, version: int, path: Path) -> None:
-    """The optimiser's state after the step that made weights `version` (replacing the previous one)."""
+    """The optimiser's state after the step that made weights `version`."""
     _save_atomically({"version": version, "state_dict": optimizer.state_dict()}, path)
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from agl_events.events.codec import AvroCodec, CodecError
 from agl_events.events.kinds import Kind
 from agl_events.log.consumer import GroupConsumer
 from agl_events.log.records import Position, RawRecord, decode_record
-from agl_events.samples.batching import Batcher, BatchPolicy, BatchStats, SampleBatch
+from agl_events.samples.batching import Batcher, BatchPolicy, BatchStats, Consumed, SampleBatch
 from agl_events.samples.model import sample_from_record
 from agl_events.topics import Topic, topic_name
 
@@ -43,8 +43,13 @@ class SampleStream:
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, policy: BatchPolicy | None = None, *,
                  group: str | None = None, current_generation: CurrentGeneration = _no_generation,
                  poll_timeout: float = 0.2, on_batch: Callable[[SampleBatch], None] | None = None,
-                 **consumer_overrides: Any) -> None:
-        """`on_batch` hears of each batch handed out (the trainer's metrics count steps with it)."""
+                 recorded: bool = False, **consumer_overrides: Any) -> None:
+        """`on_batch` hears of each batch handed out (the trainer's metrics count steps with it).
+
+        `recorded`: the trainer records its steps (`samples.step_log`) and commits through them instead of
+        `commit()`. The stream is then the one static member of its group (`group.instance.id`), so a
+        restarted trainer takes its place at once rather than after the dead one's session times out, and
+        it keeps the samples it skips as stale for the next record (`drain_stale`)."""
         self._on_batch = on_batch
         self.policy = policy or BatchPolicy()
         self.group = group or default_group(experiment)
@@ -52,9 +57,11 @@ class SampleStream:
         self._codec = codec
         self._current_generation = current_generation
         self._poll_timeout = poll_timeout
-        self._batcher = Batcher(self.policy)
-        self._consumer = GroupConsumer(bootstrap, self.group, "samples", **consumer_overrides)
-        self._consumer.subscribe(self.topic, on_revoke=self._on_revoke)
+        self._batcher = Batcher(self.policy, keep_stale=recorded)
+        if recorded:
+            consumer_overrides = {"group.instance.id": self.group, **consumer_overrides}
+        self.consumer = GroupConsumer(bootstrap, self.group, "samples", **consumer_overrides)
+        self.consumer.subscribe(self.topic, on_revoke=self._on_revoke)
         self.undecodable = 0
 
     @property
@@ -82,7 +89,7 @@ class SampleStream:
                 return batch
             if deadline is not None and time.monotonic() >= deadline:
                 return self._batcher.take(current, partial=True) if partial else None
-            for message in await asyncio.to_thread(self._consumer.consume, 500, self._poll_timeout):
+            for message in await asyncio.to_thread(self.consumer.consume, 500, self._poll_timeout):
                 self._offer(message, current)
 
     async def batches(self, timeout: float | None = None) -> AsyncIterator[SampleBatch]:
@@ -93,12 +100,24 @@ class SampleStream:
 
     async def commit(self) -> None:
         """Record, synchronously, how far this trainer is done: every batch handed out so far counts as used."""
-        offsets = self._batcher.committable()
+        offsets = self.committable()
         if offsets:
-            await asyncio.to_thread(self._consumer.commit, offsets)
+            await asyncio.to_thread(self.consumer.commit, offsets)
+
+    def committable(self) -> dict[Position, int]:
+        """Per partition, where a restarted trainer must read from (`Batcher.committable`)."""
+        return self._batcher.committable()
+
+    def drain_stale(self) -> list[Consumed]:
+        """The samples skipped as stale since the last call (a `recorded` stream's)."""
+        return self._batcher.drain_stale()
+
+    def known(self, sample_ids: Iterable[str]) -> None:
+        """Ids committed steps already took: skipped when read again (`Batcher.known`)."""
+        self._batcher.known(sample_ids)
 
     def close(self) -> None:
-        self._consumer.close()
+        self.consumer.close()
 
     async def __aenter__(self) -> SampleStream:
         return self

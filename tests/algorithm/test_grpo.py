@@ -39,7 +39,7 @@ def test_grpo_learns_to_reverse_digits(settings: Settings, tmp_path: Path) -> No
     assert sum(last) / 5 >= sum(first) / 5 + 0.1, grpo.train_rewards  # sampled (training) reward rises too
     assert results["val"].succeeded == 32 and len(grpo.train_rewards) == STEPS
     assert sorted(p.name for p in (tmp_path / "policy" / settings.experiment).iterdir()) == sorted(
-        [f"v{n}.pt" for n in range(1, STEPS + 2)] + ["optimizer.pt"])
+        [f"v{n}.pt" for n in range(1, STEPS + 2)] + [f"v{n}.optimizer.pt" for n in range(1, STEPS + 2)])
 
 
 def test_a_restarted_grpo_trainer_goes_on_from_its_last_version(settings: Settings, tmp_path: Path,
@@ -62,5 +62,6 @@ def test_a_restarted_grpo_trainer_goes_on_from_its_last_version(settings: Settin
     assert len(second.train_rewards) == 2
     assert "resuming from weights v3 (2 steps done)" in caplog.text and "fresh optimiser" not in caplog.text
     folder = tmp_path / "policy" / settings.experiment
-    assert sorted(p.name for p in folder.iterdir()) == sorted([f"v{n}.pt" for n in range(1, 6)] + ["optimizer.pt"])
-    assert torch.load(folder / "optimizer.pt", weights_only=True)["version"] == 5
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [f"v{n}.pt" for n in range(1, 6)] + [f"v{n}.optimizer.pt" for n in range(1, 6)])
+    assert torch.load(folder / "v5.optimizer.pt", weights_only=True)["version"] == 5

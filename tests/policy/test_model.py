@@ -62,7 +62,8 @@ def test_optimizer_state_is_restored_only_for_its_own_version(tmp_path: Path) ->
     optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
     policy(torch.tensor([[1, 5, 6]])).sum().backward()
     optimizer.step()  # Adam now holds moments and a step count
-    path = optimizer_path(tmp_path, "exp")
+    path = optimizer_path(tmp_path, "exp", 2)
+    assert path.name == "v2.optimizer.pt"
     assert not load_optimizer(torch.optim.Adam(policy.parameters()), 2, path)  # nothing saved yet
     save_optimizer(optimizer, 2, path)
     restored = torch.optim.Adam(policy.parameters(), lr=1e-3)
