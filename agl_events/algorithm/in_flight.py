@@ -33,6 +33,10 @@ class InFlight:
     def pending(self) -> int:
         return len(self._groups)
 
+    def version(self, group_id: str) -> int | None:
+        """The version `group_id` was enqueued under, while it is in flight (None once trained or given up)."""
+        return self._groups.get(group_id)
+
     def wanted(self, steps_left: int) -> int:
         """How many groups to enqueue now: up to `max_staleness + 1` steps' worth in flight, never more than
         the steps left will train on."""

@@ -4,7 +4,9 @@ verl 0.9's trainer asks its agent loop manager for rollouts once per step (`gene
 batch's prompts repeated `rollout.n` times, rows of one prompt sharing `uid`) and for validation. This one
 hands the rows to `KafkaRollouts` on the Trainer's event loop, so rollouts run on our runners through the
 log, and returns their samples in verl's layout: one row per input row, the reward as `rm_scores` on the
-last token (verl then skips its own reward loop), `response_mask`, the sampling-time `rollout_log_probs`.
+last token (verl then skips its own reward loop), `response_mask`, the sampling-time `rollout_log_probs`,
+and per row the weights version (verl step) that sampled it, `weights_version` (older than the step when
+`KafkaRollouts.max_staleness` lets rollouts run ahead).
 
 verl builds the manager itself, from its config; the config names the bridge (`agl_events.bridge`), which
 `VERL` registers here for the length of a training run. So the manager runs in the process that runs
@@ -73,8 +75,12 @@ class KafkaAgentLoopManager:
         timing = {"agl_events/generate_s": stats.seconds, "agl_events/rollouts": float(stats.rollouts),
                   "agl_events/foreign_samples": float(stats.foreign_samples),
                   "agl_events/unmerged": float(stats.unmerged), "agl_events/empty": float(stats.empty),
-                  "agl_events/truncated": float(stats.truncated)}
+                  "agl_events/truncated": float(stats.truncated),
+                  "agl_events/max_lag": float(step - min(stats.versions)),
+                  "agl_events/stale_groups": float(stats.dropped_groups),
+                  "agl_events/stale_samples": float(stats.stale_samples)}
         return DataProto.from_dict(
             tensors=tensors, non_tensors={"uid": np.array(uids, dtype=object),
-                                          "rollout_id": np.array(batch.rollout_ids, dtype=object)},
+                                          "rollout_id": np.array(batch.rollout_ids, dtype=object),
+                                          "weights_version": np.array(stats.versions)},
             meta_info={"timing": timing})

@@ -11,6 +11,12 @@ rollouts sharing a data id, so the samples are grouped as well. Each call names 
 runs under: per step a `ProxyLLM` whose `version` is verl's global step (verl syncs the new weights into
 the vLLM servers before it asks for rollouts), so every sample records which weights produced it.
 
+With `max_staleness=k > 0` training rollouts run ahead of verl's trainer: a call returns as soon as its rows
+can be filled with finished groups at most `k` steps old (`verl_ahead.AheadPool`), and the groups left
+unfinished stay in flight for the next calls, which is where the samples' recorded logprobs
+(`rollout_log_probs`) matter: verl's rollout correction weighs each token by pi_old / pi_rollout
+(`verl_trainer` turns it on). Validation rollouts never run ahead.
+
 No verl import here: the manager verl instantiates (`verl_manager`) calls `generate` on the Trainer's
 event loop, and the tests call it directly.
 """
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agl_events.algorithm.base import AlgorithmContext
+from agl_events.algorithm.verl_ahead import AheadPool, Taken
 from agl_events.algorithm.verl_batch import Level, VerlBatch, verl_batch
 from agl_events.samples.batching import BatchPolicy
 from agl_events.samples.model import Sample
@@ -69,6 +76,12 @@ class GenerateStats:
     unmerged: int = 0
     empty: int = 0
     truncated: int = 0
+    #: Per row: the weights version (verl step) its group was enqueued under.
+    versions: tuple[int, ...] = ()
+    #: Groups given up as more than `max_staleness` steps old at this call, and samples of given-up groups
+    #: that came back during it.
+    dropped_groups: int = 0
+    stale_samples: int = 0
 
 
 @dataclass
@@ -85,8 +98,11 @@ class KafkaRollouts:
     temperature: float = 1.0
     val_temperature: float = 0.0
     timeout: float = 600.0
+    #: How many steps behind verl's current one a trained group may have been enqueued (0: synchronous).
+    max_staleness: int = 0
     last: GenerateStats = field(default_factory=GenerateStats)
     _streams: dict[str, SampleStream] = field(default_factory=dict)
+    _pools: dict[str, AheadPool] = field(default_factory=dict)
 
     async def __aenter__(self) -> KafkaRollouts:
         return self
@@ -98,45 +114,64 @@ class KafkaRollouts:
 
     async def generate(self, tasks: Sequence[Any], uids: Sequence[str], *, step: int, validate: bool = False
                        ) -> VerlBatch:
-        """One rollout per row (`tasks[i]` in group `uids[i]`) under the weights of `step`; their samples
-        as one batch row each, in row order. Raises TimeoutError if they are not all back in `timeout`."""
+        """One rollout per row (`tasks[i]` in group `uids[i]`) under the weights of `step`, and a batch row
+        per input row, in row order: each row's own sample, or with `max_staleness` (training) a sample of a
+        finished group of the same size up to that many steps older. Raises TimeoutError if the rows cannot
+        be filled within `timeout`."""
+        if len(tasks) != len(uids):
+            raise ValueError(f"{len(tasks)} tasks for {len(uids)} uids")
         started = time.monotonic()
         mode = "val" if validate else "train"
+        pool = self._pools.setdefault(mode, AheadPool(0 if validate else self.max_staleness))
+        dropped, foreign, stale = pool.publish(step), pool.foreign_samples, pool.stale_samples
         llm = self.llm()
         temperature = self.val_temperature if validate else self.temperature
         published = await self.ctx.publish_resources({"llm": llm.model_copy(update={
             "version": step, "sampling_parameters": {**llm.sampling_parameters, "temperature": temperature}})})
-        row_rollouts = await self._enqueue(tasks, uids, mode, published.resources_id)
-        samples, foreign = await self._collect(row_rollouts, mode)
-        batch = verl_batch([samples[rid] for rid in row_rollouts], pad_token_id=self.pad_token_id,
-                           max_prompt_length=self.max_prompt_length, max_response_length=self.max_response_length,
-                           level=self.level, one_row_per_sample=True)
-        self.last = GenerateStats(len(row_rollouts), time.monotonic() - started, foreign, batch.unmerged,
-                                  batch.empty, batch.truncated_responses)
-        log.info("step %d %s: %d rollouts in %.1f s", step, mode, len(row_rollouts), self.last.seconds)
-        return batch
-
-    async def _enqueue(self, tasks: Sequence[Any], uids: Sequence[str], mode: str, resources_id: str) -> list[str]:
-        """Rollout ids in row order. Rows of one uid are one group, wherever they sit (verl pads a batch to a
-        multiple of its workers by repeating rows)."""
-        if len(tasks) != len(uids):
-            raise ValueError(f"{len(tasks)} tasks for {len(uids)} uids")
         rows_of: dict[str, list[int]] = {}
         for row, uid in enumerate(uids):
             rows_of.setdefault(str(uid), []).append(row)
-        by_size: dict[int, list[str]] = {}
-        for uid, rows in rows_of.items():
-            by_size.setdefault(len(rows), []).append(uid)
-        row_rollouts = [""] * len(tasks)
-        for size, group_uids in by_size.items():
-            queued = await self.ctx.enqueue_groups([tasks[rows_of[uid][0]] for uid in group_uids], size, mode,
-                                                   resources_id, data_ids=group_uids)
-            for n, rollout in enumerate(queued):
-                row_rollouts[rows_of[group_uids[n // size]][n % size]] = rollout.rollout_id
-        return row_rollouts
+        own = await self._enqueue(tasks, rows_of, mode, published.resources_id, pool, step)
+        taken = await self._collect(pool, own, mode)
+        rows: dict[int, Sample] = {}
+        versions = [0] * len(tasks)
+        for uid, samples in taken.samples.items():
+            for row, sample in zip(rows_of[uid], samples, strict=True):
+                rows[row], versions[row] = sample, taken.versions[uid]
+        batch = verl_batch([rows[row] for row in range(len(tasks))], pad_token_id=self.pad_token_id,
+                           max_prompt_length=self.max_prompt_length, max_response_length=self.max_response_length,
+                           level=self.level, one_row_per_sample=True)
+        self.last = GenerateStats(len(tasks), time.monotonic() - started, pool.foreign_samples - foreign,
+                                  batch.unmerged, batch.empty, batch.truncated_responses, tuple(versions), dropped,
+                                  pool.stale_samples - stale)
+        log.info("step %d %s: %d rollouts in %.1f s, lags %s, %d groups given up as stale", step, mode, len(tasks),
+                 self.last.seconds, sorted({step - v for v in versions}), dropped)
+        return batch
 
-    async def _collect(self, rollout_ids: list[str], mode: str) -> tuple[dict[str, Sample], int]:
-        """The samples of `rollout_ids`, and how many others were passed over."""
+    async def _enqueue(self, tasks: Sequence[Any], rows_of: dict[str, list[int]], mode: str, resources_id: str,
+                       pool: AheadPool, version: int) -> dict[str, str]:
+        """A group per uid, of as many rollouts as it has rows, wherever they sit (verl pads a batch to a
+        multiple of its workers by repeating rows), then as many more groups of the uids' tasks, in turn, as
+        `pool` wants in flight (data id `uid+n`), all added to `pool`: uid -> the key of its own group."""
+        uids = list(rows_of)
+        extra = max(0, pool.top_up(len(uids)) - len(uids))
+        plan = [(uid, uid) for uid in uids] + [(uids[i % len(uids)], f"{uids[i % len(uids)]}+{i // len(uids) + 1}")
+                                               for i in range(extra)]
+        by_size: dict[int, list[tuple[str, str]]] = {}
+        for uid, data_id in plan:
+            by_size.setdefault(len(rows_of[uid]), []).append((uid, data_id))
+        own: dict[str, str] = {}
+        for size, groups in by_size.items():
+            queued = await self.ctx.enqueue_groups([tasks[rows_of[uid][0]] for uid, _ in groups], size, mode,
+                                                   resources_id, data_ids=[data_id for _, data_id in groups])
+            for n, (uid, data_id) in enumerate(groups):
+                key = pool.add([r.rollout_id for r in queued[n * size:(n + 1) * size]], version)
+                if data_id == uid:
+                    own[uid] = key
+        return own
+
+    async def _collect(self, pool: AheadPool, own: dict[str, str], mode: str) -> Taken:
+        """Samples from the stream into `pool` until it can fill the slots `own`."""
         stream = self._streams.get(mode)
         if stream is None:
             if self.ctx.settings is None:
@@ -144,17 +179,13 @@ class KafkaRollouts:
             policy = BatchPolicy(batch_size=1, modes=frozenset({mode}))  # whole groups, as they complete
             group = f"{default_group(self.ctx.settings.experiment)}-verl-{mode}"
             stream = self._streams[mode] = self.ctx.sample_stream(policy, group=group)
-        wanted, got, foreign = set(rollout_ids), {}, 0
         deadline = time.monotonic() + self.timeout
-        while len(got) < len(wanted):
+        while (taken := pool.take(own)) is None:
             batch = await stream.next_batch(timeout=max(0.0, deadline - time.monotonic()))
             if batch is None:
-                raise TimeoutError(f"{len(wanted) - len(got)} of {len(wanted)} {mode} rollouts had no sample "
+                raise TimeoutError(f"the {len(own)} groups of a {mode} batch had no finished groups to fill them "
                                    f"within {self.timeout:.0f} s")
             for sample in batch.samples:
-                if sample.rollout_id in wanted:
-                    got[sample.rollout_id] = sample
-                else:
-                    foreign += 1
+                pool.offer(sample)
         await stream.commit()
-        return got, foreign
+        return taken

@@ -7,6 +7,13 @@ runners with the user's agent, whose LLM calls go through our LLM proxy to verl'
 is started once verl has started them and knows their addresses), and reads the batch back from the
 samples topic. So every rollout, span and sample of a verl run is in the log, as for GRPO.
 
+With `max_staleness=k > 0` the runners run ahead of verl's trainer by up to `k` steps (`verl_rollouts`),
+and verl's own rollout correction is turned on (decoupled mode, `OFF_POLICY_DEFAULTS`): the actor
+recomputes each token's logprob under the weights the step starts from (`old_log_probs`, the proximal
+policy), and the PPO-clipped loss around them is weighted per token by min(pi_old / pi_rollout, 2), with
+pi_rollout the logprob the LLM proxy recorded when the token was sampled (`rollout_log_probs`), which is
+`grpo_math.decoupled_loss`. verl's own run-ahead trainers are not used: docs/training-loop.md says why.
+
 Configuration is verl's own (hydra overrides on its `ppo_trainer` config, as on verl's command line), with
 defaults for one node: GRPO, vLLM, one agent loop worker, console logging. verl's trainer runs in this
 process, on a thread (its loop is synchronous), with Ray for its GPU workers. Needs GPUs; the pieces that
@@ -23,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agl_events.algorithm.base import AlgorithmContext, SplitResult
+from agl_events.algorithm.grpo_math import IS_CAP
 from agl_events.algorithm.verl_batch import Level
 from agl_events.algorithm.verl_rollouts import TASK_COLUMN, KafkaRollouts
 from agl_events.llm.proxy import LLMProxy
@@ -51,19 +59,31 @@ DEFAULTS: dict[str, str] = {
 }
 
 
+#: With rollouts running ahead: verl's rollout correction in decoupled mode, token-level importance weights
+#: truncated at 2 (`grpo_math.IS_CAP`, verl's default threshold), each overridable as `DEFAULTS` are.
+OFF_POLICY_DEFAULTS: dict[str, str] = {
+    "algorithm.rollout_correction.rollout_is": "token",
+    "algorithm.rollout_correction.rollout_is_threshold": str(IS_CAP),
+    "algorithm.rollout_correction.bypass_mode": "false",
+}
+
+
 def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def verl_config(model_path: str, overrides: Sequence[str] = (), *, bridge: str | None = None) -> Any:
-    """verl's `ppo_trainer` config for `model_path` (a Hugging Face model folder) with our defaults, then
-    `overrides` (hydra syntax: `key=value`, `+key=value` for keys verl's files do not list), and our agent
-    loop manager; `bridge` names the `KafkaRollouts` it uses (set by `VERL.run`)."""
+def verl_config(model_path: str, overrides: Sequence[str] = (), *, bridge: str | None = None,
+                max_staleness: int = 0) -> Any:
+    """verl's `ppo_trainer` config for `model_path` (a Hugging Face model folder) with our defaults (and,
+    with `max_staleness`, `OFF_POLICY_DEFAULTS`), then `overrides` (hydra syntax: `key=value`, `+key=value`
+    for keys verl's files do not list), and our agent loop manager; `bridge` names the `KafkaRollouts` it
+    uses (set by `VERL.run`)."""
     import verl
     from hydra import compose, initialize_config_dir
 
     given = {_key(o) for o in overrides}
-    ours = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
+    defaults = {**DEFAULTS, **(OFF_POLICY_DEFAULTS if max_staleness else {})}
+    ours = [f"{k}={v}" for k, v in defaults.items() if k not in given]
     fixed = [f"actor_rollout_ref.model.path={model_path}",
              f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class={_manager_fqn()}"]
     if bridge is not None:
@@ -127,11 +147,12 @@ class VERL:
     """verl's trainer on `model_path` (local Hugging Face folder) with `overrides`; rollouts through Kafka."""
 
     def __init__(self, model_path: str, overrides: Sequence[str] = (), *, level: Level = "trajectory",
-                 model: str = "policy", rollout_timeout: float = 600.0) -> None:
+                 model: str = "policy", rollout_timeout: float = 600.0, max_staleness: int = 0) -> None:
         """`level`: how a rollout's LLM calls become a training row (see `verl_batch`); `model`: the name
-        agents ask the proxy for. verl prints each step's metrics (`trainer.logger`)."""
+        agents ask the proxy for; `max_staleness`: how many steps rollouts may run ahead of verl's trainer
+        (0: synchronous). verl prints each step's metrics (`trainer.logger`)."""
         self.model_path, self.overrides, self.level = model_path, list(overrides), level
-        self.model, self.rollout_timeout = model, rollout_timeout
+        self.model, self.rollout_timeout, self.max_staleness = model, rollout_timeout, max_staleness
 
     async def run(self, ctx: AlgorithmContext, train: Sequence[Any], val: Sequence[Any] | None
                   ) -> dict[str, SplitResult]:
@@ -140,7 +161,7 @@ class VERL:
             from transformers import AutoTokenizer
         except ImportError as exc:  # pragma: no cover - the training extra installs them
             raise RuntimeError("VERL needs verl and its GPU stack: pip install 'agl-events[gpu]'") from exc
-        probe = verl_config(self.model_path, self.overrides)
+        probe = verl_config(self.model_path, self.overrides, max_staleness=self.max_staleness)
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         proxy = _Proxy(ctx, self.model_path, self.model)
@@ -149,12 +170,12 @@ class VERL:
                                  max_prompt_length=probe.data.max_prompt_length,
                                  max_response_length=probe.data.max_response_length, level=self.level,
                                  temperature=rollout.temperature, val_temperature=rollout.val_kwargs.temperature,
-                                 timeout=self.rollout_timeout)
+                                 timeout=self.rollout_timeout, max_staleness=self.max_staleness)
         from agl_events.algorithm.verl_manager import bridge
 
         async with rollouts:
             with bridge(rollouts, asyncio.get_running_loop()) as key:
-                config = verl_config(self.model_path, self.overrides, bridge=key)
+                config = verl_config(self.model_path, self.overrides, bridge=key, max_staleness=self.max_staleness)
                 try:
                     await asyncio.to_thread(_fit, config, train, val or train, proxy.serve)
                 finally:

@@ -108,6 +108,9 @@ def test_verl_batches_are_rolled_out_by_the_runners_and_come_back_in_verls_layou
     assert (logprobs < 0).all()  # sampled tokens carry their sampling-time logprobs
     advantages, _ = compute_grpo_outcome_advantage(t["rm_scores"], t["response_mask"], train.non_tensor_batch["uid"])
     assert advantages.shape == (13, 8) and train.meta_info["timing"]["agl_events/rollouts"] == 13.0
+    # synchronous (max_staleness=0): every row answered by its own rollout, sampled under this step's weights
+    assert list(train.non_tensor_batch["weights_version"]) == [1] * 13
+    assert train.meta_info["timing"]["agl_events/max_lag"] == 0.0
     assert held_out.batch["rm_scores"].shape == (3, 8)
 
 
