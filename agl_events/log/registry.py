@@ -28,7 +28,8 @@ class ConfluentRegistry:
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         self.url = url
-        self._client = SchemaRegistryClient({"url": url})
+        # A latest version is read anew each time (the client would otherwise keep the first it read forever).
+        self._client = SchemaRegistryClient({"url": url, "cache.latest.ttl.sec": 0})
 
     @contextlib.contextmanager
     def _request(self, what: str) -> Iterator[None]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agl_events.events.compat import check_pair
 from agl_events.events.kinds import KINDS
-from agl_events.events.schemas import EventSchema, EventSchemas
+from agl_events.events.schemas import EventSchema
 from agl_events.log.registry import ConfluentRegistry
 from agl_events.topics import Topic, topic_name
 
@@ -62,7 +63,7 @@ class Registration:
         return self.registry_accepts == (not self.our_reasons)
 
 
-def register_schemas(registry: ConfluentRegistry, schemas: EventSchemas, experiment: str,
+def register_schemas(registry: ConfluentRegistry, schemas: Iterable[EventSchema], experiment: str,
                      level: str = "BACKWARD") -> list[Registration]:
     """Register each schema of `schemas` under its subject with compatibility `level`, unless it is the latest
     version there already. A version the registry or our check refuses is not registered: where the two
