@@ -25,7 +25,8 @@ from tests.eventually import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 #: The data packages pyproject.toml maps in from elsewhere in the repository, and their folders there.
-MAPPED = {"agl_events._schemas": "schemas", "agl_events._kafka": "deploy/kafka"}
+MAPPED = {"agl_events._schemas": "schemas", "agl_events._kafka": "deploy/kafka",
+          "agl_events._registry": "deploy/registry"}
 #: Build outputs and local state of a checkout: not what `pip install .` of a fresh clone sees.
 NOT_SOURCE = (".git", ".venv", ".agl", "target", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
 DEADLINE = 60.0
@@ -108,6 +109,7 @@ def test_the_wheel_carries_the_schemas_and_the_maven_project(installed: Path,
     assert _files(package / "_schemas") == _files(REPO / "schemas")
     kafka_project = {name for name in _files(REPO / "deploy" / "kafka") if not name.startswith("target/")}
     assert _files(package / "_kafka") == kafka_project
+    assert _files(package / "_registry") == {"pom.xml"}
     # The faust workers come inside agl_events; no top-level `processors` package lands in site-packages.
     assert (package / "processors" / "views.py").is_file()
     site = Path(_python(installed, cwd, env, "import sysconfig; print(sysconfig.get_path('purelib'))"))
