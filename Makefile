@@ -47,4 +47,4 @@ lint: install
 
 clean:
 	-$(BIN)/agl-events kafka stop
-	rm -rf $(VENV) .agl deploy/kafka/target
+	rm -rf $(VENV) .agl deploy/kafka/target deploy/registry/target
