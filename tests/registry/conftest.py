@@ -12,9 +12,15 @@ from agl_events.proc.ports import free_port
 
 
 @pytest.fixture(scope="module")
-def registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a fresh registry's Confluent API (in-memory storage: nothing from another module)."""
+def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    """A fresh registry (in-memory storage: nothing from another module), running."""
     server = RegistryServer(tmp_path_factory.mktemp("registry-home"), free_port())
-    url = server.start()
-    yield url
+    server.start()
+    yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def registry_url(registry_server: RegistryServer) -> str:
+    """Its Confluent API."""
+    return registry_server.url

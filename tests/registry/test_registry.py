@@ -18,6 +18,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from typer.testing import CliRunner
 
+from agl_events.broker.registry_server import RegistryServer
 from agl_events.cli.main import app
 from agl_events.config import Settings
 from agl_events.events.schemas import SCHEMAS_DIR, EventSchema, build_event_schema, load_event_schemas
@@ -39,6 +40,17 @@ def _experiment() -> str:
 
 def _register(registry_url: str, experiment: str) -> Any:
     return CliRunner().invoke(app, ["--experiment", experiment, "schemas", "register", "--registry", registry_url])
+
+
+def test_registry_status_finds_the_running_registry_by_its_home(registry_server: RegistryServer,
+                                                                  tmp_path: Path) -> None:
+    home = registry_server.dir.parent
+    running = CliRunner().invoke(app, ["--home", str(home), "schemas", "registry", "status"])
+    assert running.exit_code == 0, running.output
+    expected = f"running (pid {registry_server.pid()}), answering on {registry_server.url}"
+    assert " ".join(running.output.split()) == expected
+    elsewhere = CliRunner().invoke(app, ["--home", str(tmp_path), "schemas", "registry", "status"])
+    assert (elsewhere.exit_code, elsewhere.output.strip()) == (3, "not running")
 
 
 def test_schemas_register_puts_every_schema_under_its_topic_subject_once(registry_url: str) -> None:
