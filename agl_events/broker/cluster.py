@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,7 @@ from agl_events.config import Settings
 from agl_events.log.admin import broker_ids, under_replicated
 from agl_events.log.clients import LogError, make_admin
 from agl_events.proc.locks import file_lock
-from agl_events.proc.ports import free_port, port_free
+from agl_events.proc.ports import port_free
 
 #: How a cluster's nodes notice a dead one. A SIGKILLed node's partitions get new leaders once the controller
 #: fences it, broker.session.timeout.ms after its last heartbeat: Kafka's 9 s would make each failover take 9 s.
@@ -57,12 +58,17 @@ def node_layout(settings: Settings, brokers: int) -> tuple[Node, ...]:
                  for n in range(1, brokers + 1))
 
 
+#: Where `free_cluster_ports` looks: below Linux's ephemeral range (32768-60999), from which the kernel picks the
+#: local ports of outgoing connections, so a client connecting meanwhile cannot take a port between pick and bind.
+CLUSTER_PORTS = range(20000, 32000)
+
+
 def free_cluster_ports(brokers: int, tries: int = 50) -> tuple[int, int]:
-    """(port, controller port) whose `node_layout` for `brokers` is free now: 2 x brokers consecutive ports from a
-    free one (tests and chaos runs start clusters of their own beside the user's)."""
+    """(port, controller port) whose `node_layout` for `brokers` is free now: 2 x brokers consecutive ports
+    (tests and chaos runs start clusters of their own beside the user's)."""
     for _ in range(tries):
-        base = free_port()
-        if base + 2 * brokers < 65536 and all(port_free(port) for port in range(base, base + 2 * brokers)):
+        base = random.randrange(CLUSTER_PORTS.start, CLUSTER_PORTS.stop - 2 * brokers)
+        if all(port_free(port) for port in range(base, base + 2 * brokers)):
             return base, base + 1
     raise BrokerError(f"found no {2 * brokers} consecutive free ports on localhost in {tries} tries")
 
@@ -105,10 +111,20 @@ class LocalCluster:
         with file_lock(self.root_dir / ".lock"):
             self.size_file.write_text(f"{self.brokers}\n")
             notes: list[str] = []
-            launched = [node.launch(notes) for node in self.nodes]  # none answers before a majority runs
-            for node, (pid, started_now) in zip(self.nodes, launched, strict=True):
-                node.wait_until_ready(pid, timeout, started_now=started_now)
-        self.wait_for_brokers(timeout)
+            started: list[LocalBroker] = []
+            waits: list[tuple[LocalBroker, int, bool]] = []
+            try:
+                for node in self.nodes:  # all launched first: none answers before a majority of the quorum runs
+                    pid, started_now = node.launch(notes)
+                    started += [node] if started_now else []
+                    waits.append((node, pid, started_now))
+                for node, pid, started_now in waits:
+                    node.wait_until_ready(pid, timeout, started_now=started_now)
+                self.wait_for_brokers(timeout)
+            except BaseException:  # a port taken, a node that died: none of the nodes started here is left behind
+                for node in started:
+                    node.stop(timeout=10.0)
+                raise
         return self.status()
 
     def stop(self, timeout: float = 30.0) -> ClusterStatus:

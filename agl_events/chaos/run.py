@@ -1,5 +1,7 @@
-"""A chaos run: a deployment on a broker of its own, a workload through it, SIGKILLs and a broker restart along
-the way, then the checks (`chaos.checks`), a rebuild from the log and the processor's views compared with it.
+"""A chaos run: a deployment on a broker (or a local cluster) of its own, a workload through it, SIGKILLs and a
+broker restart along the way (on a cluster: SIGKILLs of the busiest partitions' leader and a rolling restart,
+`chaos.cluster`), then the checks (`chaos.checks`), a rebuild from the log and the processor's views compared with
+it.
 
 The deployment is what `agl-events up` runs, under its supervisor: `agl-events store`, one `agl-events
 processor` worker and `agl-events runner` commands, each started again after its backoff on the same folders
@@ -7,8 +9,12 @@ processor` worker and `agl-events runner` commands, each started again after its
 once: its ports and files are the run's, so the user's broker is never touched). Rollouts retry an attempt
 that went unresponsive (its runner was killed) or failed (its store went away mid-call), up to `max_attempts`.
 
-Kills are spread over the workload by progress, not time: kill k lands when k/(kills+1) of the rollouts have
+Kills are spread over the workload by progress, not time: kill k lands when k/(kills+2) of the rollouts have
 finished, and the broker restart halfway, so a run on a slower machine still kills mid-work.
+
+On a cluster, a run without process kills must also show its clients nothing: no failed call of the run's own
+(enqueue, progress), no attempt that did not succeed (an agent's or runner's error), as Kafka's replication
+promises for the loss of a minority of its nodes.
 """
 
 from __future__ import annotations
@@ -23,22 +29,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from agl_events.broker.local import LocalBroker
+from agl_events.broker.cluster import LocalCluster, free_cluster_ports
 from agl_events.chaos.agent import SPANS_PER_ATTEMPT
 from agl_events.chaos.checks import TERMINAL, Findings, check
+from agl_events.chaos.cluster import Failover, kill_busiest_leader, rolling_restart
 from agl_events.chaos.deployment import Deployment
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
-from agl_events.proc.ports import free_port
 from agl_events.processors.partition_views import summed_counts
 from agl_events.reducers import keys
 from agl_events.replay.digest import digest
 from agl_events.replay.rebuild import rebuild
 from agl_events.server.client import StoreClient
 from agl_events.store.readonly import ReadOnlyStore
+from agl_events.topics import LAYOUT
 from agl_events.views.rocks import RocksKV
 
 #: Seconds without a heartbeat or span after which the store's watchdog declares an attempt unresponsive.
@@ -52,25 +59,51 @@ class ChaosConfig(BaseModel):
     rollouts: int = Field(300, ge=1)
     runners: int = Field(3, ge=1)
     kills: int = Field(5, ge=0)
-    broker_restarts: int = Field(1, ge=0, le=1)
+    broker_restarts: int = Field(1, ge=0, le=1, description="stop and start the single broker once")
+    brokers: int = Field(1, ge=1, description="nodes of the run's local cluster")
+    leader_kills: int = Field(0, ge=0, description="SIGKILLs of the busiest partitions' leader (a cluster's)")
+    rolling_restart: bool = Field(False, description="restart every node of the cluster in turn, once")
     step_seconds: float = Field(0.05, ge=0, description="seconds each of the agent's traced steps takes")
     max_attempts: int = Field(6, ge=1)
     seed: int = 0
     timeout: float = Field(900.0, gt=0, description="seconds to wait for every rollout to finish")
     home: Path = Field(description="the run's folder: broker files, views, logs (deleted at the start)")
 
+    @model_validator(mode="after")
+    def _fits_the_cluster(self) -> ChaosConfig:
+        if self.brokers == 1 and (self.leader_kills or self.rolling_restart):
+            raise ValueError("leader kills and a rolling restart need a cluster (brokers > 1)")
+        if self.brokers > 1 and self.broker_restarts:
+            raise ValueError("a cluster is restarted node by node (rolling_restart), not whole (broker_restarts)")
+        return self
+
+    @property
+    def clients_must_see_nothing(self) -> bool:
+        """On a cluster, with no process killed, nothing may surface to API callers or agents."""
+        return self.brokers > 1 and self.kills == 0
+
 
 class ChaosReport(BaseModel):
-    """What a run did and found; the first eight fields are the JSON last line's."""
+    """What a run did and found; the first fields, to `seconds`, are the JSON last line's."""
 
     rollouts: int
     kills: int
     broker_restarts: int
+    brokers: int
+    leader_kills: int
+    rolling_restarts: int
     lost: int
     duplicated: int
     non_terminal: int
     gaps: int
+    client_errors: int
+    failover_max_seconds: float | None
     seconds: float
+    failovers: list[Failover]
+    rolling_restart_seconds: float | None
+    api_errors: int
+    attempts_not_succeeded: int
+    clients_must_see_nothing: bool
     kills_by_target: dict[str, int]
     restarts_after_crash: dict[str, int]
     statuses: dict[str, int]
@@ -82,12 +115,13 @@ class ChaosReport(BaseModel):
 
     @property
     def ok(self) -> bool:
+        clients = self.client_errors == 0 or not self.clients_must_see_nothing
         return (self.lost, self.duplicated, self.non_terminal, self.gaps) == (0, 0, 0, 0) and self.rebuild_equal \
-            and self.processor_equal
+            and self.processor_equal and clients
 
     def summary(self) -> dict[str, Any]:
-        return self.model_dump(include={"rollouts", "kills", "broker_restarts", "lost", "duplicated",
-                                        "non_terminal", "seconds"})
+        names = list(ChaosReport.model_fields)
+        return self.model_dump(include=set(names[:names.index("seconds") + 1]))
 
 
 def _stamped(say: Say, started: float) -> Say:
@@ -119,13 +153,17 @@ def _enqueue(store_url: str, config: ChaosConfig) -> list[str]:
 
 
 def _plan(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
-    """(fraction of rollouts finished, what to do) for each kill and the broker restart, in order."""
+    """(fraction of rollouts finished, what to do) for each kill ("leader": a cluster's), the broker restart and
+    the rolling restart, in order."""
     targets = ["store", "processor", "runner"] * (config.kills // 3 + 1)
     chosen = targets[:3] + rng.sample(targets[3:], max(0, config.kills - 3)) if config.kills >= 3 else \
         targets[:config.kills]
+    chosen += ["leader"] * config.leader_kills
     rng.shuffle(chosen)
-    plan = [((k + 1) / (config.kills + 2), target) for k, target in enumerate(chosen)]
-    plan += [((config.kills // 2 + 1.5) / (config.kills + 2), "broker")] * config.broker_restarts  # between kills
+    n = len(chosen)
+    plan = [((k + 1) / (n + 2), target) for k, target in enumerate(chosen)]
+    restarts = ["broker"] * config.broker_restarts + ["rolling"] * config.rolling_restart
+    plan += [((n // 2 + 1.5) / (n + 2), restart) for restart in restarts]  # between kills
     return sorted(plan)
 
 
@@ -182,27 +220,38 @@ def _processor_matches(deployment: Deployment, view: Path, rollout_ids: list[str
         rebuilt.close()
 
 
-def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
-    """Run the workload under kills, then check; the deployment and the broker are stopped at the end."""
+def _own_cluster(config: ChaosConfig) -> LocalCluster:
+    """A broker of the run's own, in its folder and on free ports, so the user's broker is never touched."""
+    port, controller_port = free_cluster_ports(config.brokers)
+    return LocalCluster(Settings(home=config.home, local_port=port, local_controller_port=controller_port,
+                                 bootstrap=None), config.brokers)
+
+
+def run_chaos(config: ChaosConfig, say: Say = print, cluster: LocalCluster | None = None) -> ChaosReport:
+    """Run the workload under kills, then check; the deployment is stopped at the end, and so is the broker
+    unless `cluster` was given (a local cluster of `config.brokers` nodes the caller started and stops: tests
+    share one)."""
     started, rng = time.monotonic(), random.Random(config.seed)
     say = _stamped(say, started)
     shutil.rmtree(config.home, ignore_errors=True)
     config.home.mkdir(parents=True)
-    settings = Settings(home=config.home, local_port=free_port(), local_controller_port=free_port(),
-                        experiment="chaos", bootstrap=None)
-    broker = LocalBroker(settings)
+    broker = cluster or _own_cluster(config)
+    if broker.brokers != config.brokers:
+        raise ValueError(f"the run plans for {config.brokers} broker(s); the cluster given has {broker.brokers}")
     broker.start(timeout=120)
-    settings = settings.model_copy(update={"bootstrap": broker.bootstrap})
+    settings = Settings(home=config.home, experiment="chaos", bootstrap=broker.bootstrap)
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
+    topics = [spec.name(settings.experiment) for spec in LAYOUT]
     deployment = Deployment(settings, config.runners, say)
-    restarts, problems = 0, []
+    restarts, rolling, failovers, api_errors, problems = 0, None, [], 0, []
     try:
         deployment.start()
         enqueued = _enqueue(deployment.store_url, config)
-        say(f"enqueued {len(enqueued)} rollouts on {config.runners} runners")
+        say(f"enqueued {len(enqueued)} rollouts on {config.runners} runners, {config.brokers} broker(s)")
         plan, deadline = _plan(config, rng), time.monotonic() + config.timeout
         while time.monotonic() < deadline:
             done = _finished(deployment.store_url)
+            api_errors += done is None
             if done is not None and plan and done >= plan[0][0] * config.rollouts:
                 _, action = plan.pop(0)
                 if action == "broker":
@@ -210,6 +259,11 @@ def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
                     broker.stop()
                     broker.start(timeout=120)
                     restarts += 1
+                elif action == "leader":
+                    failovers.append(kill_busiest_leader(broker, topics, deployment.heal, say))
+                elif action == "rolling":
+                    say(f"rolling restart of {config.brokers} nodes ({done} of {config.rollouts} rollouts finished)")
+                    rolling = rolling_restart(broker, deployment.heal, say)
                 else:
                     deployment.kill(action, rng)
             if done is not None and done >= config.rollouts and not plan:
@@ -227,11 +281,18 @@ def run_chaos(config: ChaosConfig, say: Say = print) -> ChaosReport:
         processor_equal = _processor_matches(deployment, rebuilt.path, enqueued, problems)
     finally:
         deployment.stop()
-        broker.stop()
+        if cluster is None:
+            broker.stop()
+    not_succeeded = sum(a.status != "succeeded" for tries in attempts.values() for a in tries)
+    timed = [f.all_seconds for f in failovers if f.all_seconds is not None]
     return ChaosReport(rollouts=len(enqueued), kills=sum(deployment.kills.values()), broker_restarts=restarts,
+                       brokers=config.brokers, leader_kills=len(failovers), rolling_restarts=int(rolling is not None),
                        lost=len(findings.lost), duplicated=len(findings.duplicated),
                        non_terminal=len(findings.non_terminal), gaps=len(findings.gaps),
-                       seconds=round(time.monotonic() - started, 1), kills_by_target=dict(deployment.kills),
+                       client_errors=api_errors + not_succeeded, failover_max_seconds=max(timed, default=None),
+                       seconds=round(time.monotonic() - started, 1), failovers=failovers,
+                       rolling_restart_seconds=rolling, api_errors=api_errors, attempts_not_succeeded=not_succeeded,
+                       clients_must_see_nothing=config.clients_must_see_nothing, kills_by_target=dict(deployment.kills),
                        restarts_after_crash=dict(deployment.crash_restarts),
                        statuses=dict(Counter(r.status for r in rollouts)),
                        attempts=sum(len(a) for a in attempts.values()), spans=sum(len(s) for s in spans.values()),

@@ -5,11 +5,12 @@ The layout itself (names, partitions, configs and why) is pure data in `agl_even
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from agl_events.log.clients import make_admin
 from agl_events.log.records import Position
@@ -105,6 +106,18 @@ def partition_leaders(admin: AdminClient, topics: list[str], timeout: float = 10
     return {(t, p.id): p.leader for t in topics if t in meta for p in meta[t].partitions.values()}
 
 
+def end_offsets(admin: AdminClient, positions: list[Position], timeout: float = 5.0) -> dict[Position, int]:
+    """Each partition's high watermark (the end of what every in-sync replica has: acknowledged acks=all writes),
+    for the partitions whose leader answers within `timeout`; one between leaders is left out, not waited for."""
+    asked = admin.list_offsets({TopicPartition(*pos): OffsetSpec.latest() for pos in positions},
+                               request_timeout=timeout)
+    found = {}
+    for tp, future in asked.items():
+        with contextlib.suppress(KafkaException, TimeoutError):  # no leader to ask yet: not answered
+            found[(tp.topic, tp.partition)] = future.result(timeout).offset
+    return found
+
+
 def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> list[str]:
     """Delete every topic whose name starts with `prefix` (tests clean up their experiments with it)."""
     names = [t for t in admin.list_topics(timeout=timeout).topics if t.startswith(prefix)]
@@ -114,9 +127,12 @@ def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> lis
     return names
 
 
-def create_topic(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> None:
-    """Create one topic outside any experiment's layout (benchmarks' throwaway topics), and wait for its leaders."""
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1)])[name].result(timeout)
+def create_topic(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0,
+                 replication_factor: int = -1) -> None:
+    """Create one topic outside any experiment's layout (benchmarks' throwaway topics), and wait for its leaders;
+    `replication_factor` -1: the broker's default."""
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)]
+                        )[name].result(timeout)
     wait_for_leaders(admin, [name], timeout)
 
 
