@@ -19,6 +19,7 @@ HEAVIEST = (
     "algorithm/test_grpo_pipelined.py",
     "algorithm/test_grpo.py",
     "chaos/test_chaos_run.py",
+    "cluster/test_cluster.py",
     "server/test_fuzz.py",
     "runner/test_runners.py",
     "supervise/test_up.py",
