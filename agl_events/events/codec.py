@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from agl_events.events.kinds import KINDS
+from agl_events.events.leading import LeadingFields, plan_leading
 from agl_events.events.schemas import EventSchema, EventSchemas, load_event_schemas
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
@@ -63,6 +64,7 @@ class AvroCodec:
         self._registry = registry
         self._ids: dict[str, int] = {}
         self._by_id: dict[int, EventSchema] = {}
+        self._plans: dict[tuple[bytes, frozenset[tuple[str, ...]]], LeadingFields | None] = {}
 
     def _schema(self, name: str) -> EventSchema:
         try:
@@ -104,6 +106,35 @@ class AvroCodec:
         except Exception as exc:  # fastavro raises many types on garbage; callers need one
             raise CorruptRecordError(f"cannot decode {writer.name} record: {exc!r}") from exc
         return Decoded(writer.name, record)  # type: ignore[arg-type]
+
+    def leading(self, data: bytes, name: str, wanted: frozenset[tuple[str, ...]]) -> dict[str, Any] | None:
+        """The `wanted` fields of a `name` record (paths: `("span", "rollout_id")`), read from the front of its body
+        without decoding the rest (`events.leading`); None when `data` is another kind or its writer schema does
+        not put them first, so the caller decodes it in full. Only what is read is checked: the frame (an unknown
+        schema raises UnknownSchemaError) and the leading fields (CorruptRecordError), not the rest of the body."""
+        writer, offset = self._writer_of(data)
+        if writer.name != name:
+            return None
+        key = (writer.fingerprint, wanted)
+        if key not in self._plans:
+            self._plans[key] = plan_leading(writer.schema, set(wanted))
+        plan = self._plans[key]
+        if plan is None:
+            return None
+        try:
+            return plan.read(data, offset)
+        except (ValueError, IndexError, struct.error) as exc:
+            raise CorruptRecordError(f"cannot read the leading fields of a {name} record: {exc!r}") from exc
+
+    def portable(self, data: bytes) -> bytes | None:
+        """`data` in single-object framing, which any codec decodes with no registry running: `data` itself unless a
+        registry framed it; None when its writer schema is one this codec knows only from the registry."""
+        if data[:2] == SINGLE_OBJECT_MARKER:
+            return data
+        writer, offset = self._writer_of(data)
+        if self.schemas.by_fingerprint.get(writer.fingerprint) is None:
+            return None
+        return SINGLE_OBJECT_MARKER + writer.fingerprint + data[offset:]
 
     def _header(self, schema: EventSchema) -> bytes:
         if self._registry is None:

@@ -34,12 +34,12 @@ class InMemoryLog:
         return self._append([EncodedEvent(new, self.encode(new)) for new in events])
 
     def _append(self, events: Sequence[EncodedEvent]) -> list[LoggedEvent]:
-        decoded = [(e.new, self.codec.decode(e.value).record) for e in events]
+        decoded = [(e.new, self.codec.decode(e.value).record, e.value) for e in events]
         logged = []
         with self._changed:
-            for new, record in decoded:
+            for new, record, value in decoded:
                 entries = self.topics.setdefault(new.topic.value, [])
-                entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries))
+                entry = LoggedEvent(new.kind, new.key, record, new.topic.value, 0, len(entries), value=value)
                 entries.append(entry)
                 logged.append(entry)
             self._changed.notify_all()

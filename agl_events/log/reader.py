@@ -34,8 +34,12 @@ class EventReader:
     """
 
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, topics: Iterable[Topic],
-                 dead_letter: DeadLetter | None = None, **consumer_overrides: object) -> None:
+                 dead_letter: DeadLetter | None = None, *, fold_only: bool = False,
+                 **consumer_overrides: object) -> None:
+        """`fold_only`: what is read is only folded into a view, so spans are read as far as their keys
+        (`decode_record`)."""
         self.codec = codec
+        self._fold_only = fold_only
         self.experiment = experiment
         self.topics = [topic_name(experiment, t) for t in topics]
         self._dead_letter = dead_letter
@@ -121,7 +125,7 @@ class EventReader:
             raw = raw_of(msg)
             self._positions[raw.position] = raw.offset + 1
             try:
-                out.append(decode_record(self.codec, raw))
+                out.append(decode_record(self.codec, raw, fold_only=self._fold_only))
             except CodecError as exc:
                 self.dead_lettered += 1
                 log.error("undecodable record at %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)

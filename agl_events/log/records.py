@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agl_events.events.codec import AvroCodec
-from agl_events.events.kinds import spec
+from agl_events.events.codec import AvroCodec, Decoded
+from agl_events.events.kinds import Kind, spec
+from agl_events.events.typed import SPAN_FOLD_FIELDS
 from agl_events.topics import Topic
 
 
@@ -44,7 +45,12 @@ def event(kind: str, key: str, time: float, producer_id: str, **fields: Any) -> 
 
 @dataclass(frozen=True)
 class LoggedEvent:
-    """An event as it sits in the log: decoded, with its position. The position makes replay idempotent."""
+    """An event as it sits in the log: decoded, with its position. The position makes replay idempotent.
+
+    `value` is the record's bytes in single-object framing (`AvroCodec.portable`: decodable with no registry),
+    None where unknown: a view keeps a span as these bytes. A SpanAdded read for folding only
+    (`decode_record(..., fold_only=True)`) has a `record` of the event's header and the span's keys
+    (`SPAN_FOLD_FIELDS`), not the whole span: its `value` holds the rest."""
 
     kind: str
     key: str | None
@@ -53,6 +59,7 @@ class LoggedEvent:
     partition: int
     offset: int
     headers: dict[str, bytes] = field(default_factory=dict)
+    value: bytes | None = None
 
 
 Position = tuple[str, int]  # (topic, partition)
@@ -79,11 +86,19 @@ class RawRecord:
         return self.topic, self.partition
 
 
-def decode_record(codec: AvroCodec, raw: RawRecord) -> LoggedEvent:
-    """A consumed record as an event at its position; raises CodecError when it cannot be decoded."""
-    decoded = codec.decode(raw.value or b"")
+def decode_record(codec: AvroCodec, raw: RawRecord, *, fold_only: bool = False) -> LoggedEvent:
+    """A consumed record as an event at its position; raises CodecError when it cannot be decoded.
+
+    `fold_only`: for a reader that only folds the event into a view (the store's follower, a rebuild), a
+    SpanAdded is read as far as its keys (`AvroCodec.leading`): decoding a whole span was a quarter of a
+    store's CPU, for a span the view stores as its bytes anyway. A span whose writer schema does not lead with
+    its keys is decoded in full. Only the leading fields are checked: a span corrupt past them is stored as it is
+    and fails when a query decodes it, where a full decode would have dead-lettered it."""
+    value = codec.portable(raw.value or b"")
+    keys = codec.leading(value, Kind.SPAN_ADDED, SPAN_FOLD_FIELDS) if fold_only and value is not None else None
+    decoded = codec.decode(raw.value or b"") if keys is None else Decoded(Kind.SPAN_ADDED, keys)
     return LoggedEvent(decoded.name, raw.key.decode() if raw.key else None, decoded.record, raw.topic,
-                       raw.partition, raw.offset, dict(raw.headers))
+                       raw.partition, raw.offset, dict(raw.headers), value)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class EventWriter:
         Encoding errors (an event too large or off its schema) raise here, before anything is queued.
         """
         for encoded in self._encoded(events):
-            self._produce(encoded, self._resolver(encoded.new, lambda callback, result: callback(result),
+            self._produce(encoded, self._resolver(encoded, lambda callback, result: callback(result),
                                                   on_delivery))
 
     def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
@@ -102,7 +102,7 @@ class EventWriter:
         for encoded in events:
             future: asyncio.Future[LoggedEvent] = loop.create_future()
             try:
-                self._produce(encoded, self._resolver(encoded.new, deliver, future))
+                self._produce(encoded, self._resolver(encoded, deliver, future))
             except BaseException:
                 abandon(futures)
                 raise
@@ -119,7 +119,7 @@ class EventWriter:
             done.release()
 
         for index, encoded in enumerate(self._encoded(events)):
-            self._produce(encoded, self._resolver(encoded.new, lambda i, r: settle(i, r), index))
+            self._produce(encoded, self._resolver(encoded, lambda i, r: settle(i, r), index))
         for _ in events:
             if not done.acquire(timeout=timeout):
                 raise AppendError(f"no acknowledgement from Kafka within {timeout}s")
@@ -128,15 +128,16 @@ class EventWriter:
                 raise result
         return [r for r in results if isinstance(r, LoggedEvent)]
 
-    @staticmethod
-    def _resolver(new: NewEvent, deliver: Callable[[Any, LoggedEvent | AppendError], None], token: Any
-                  ) -> Callable[[KafkaError | None, Message | None], None]:
+    def _resolver(self, encoded: EncodedEvent, deliver: Callable[[Any, LoggedEvent | AppendError], None],
+                  token: Any) -> Callable[[KafkaError | None, Message | None], None]:
+        new, value = encoded.new, self.codec.portable(encoded.value)
+
         def on_delivery(err: KafkaError | None, msg: Message | None) -> None:
             if err is not None or msg is None:
                 deliver(token, AppendError(f"append of {new.kind} for {new.key} failed: {err}"))
                 return
             deliver(token, LoggedEvent(new.kind, new.key, new.record, msg.topic() or "",
-                                       msg.partition() or 0, msg.offset() or 0))
+                                       msg.partition() or 0, msg.offset() or 0, value=value))
 
         return on_delivery
 

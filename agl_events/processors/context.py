@@ -151,8 +151,9 @@ class DecodedBatch:
 
 
 def decode_batch(codec: AvroCodec, next_offset: Callable[[str, int], int | None], records: Iterable[RawRecord],
-                 dead_letter: Callable[[RawRecord, CodecError], None]) -> DecodedBatch:
+                 dead_letter: Callable[[RawRecord, CodecError], None], *, fold_only: bool = False) -> DecodedBatch:
     """Decode the records of held partitions not read yet; hand undecodable ones to `dead_letter`; skip the others.
+    `fold_only`: spans are read as far as their keys (`decode_record`), for a worker that only folds them.
 
     `next_offset` says where this worker's state of a partition stands (None: not its partition). Records of
     partitions this worker no longer holds (a rebalance raced the batch) are left to their new owner; records
@@ -170,7 +171,7 @@ def decode_batch(codec: AvroCodec, next_offset: Callable[[str, int], int | None]
         position = (record.topic, record.partition)
         batch.through[position] = max(batch.through.get(position, 0), record.offset + 1)
         try:
-            decoded = decode_record(codec, record)
+            decoded = decode_record(codec, record, fold_only=fold_only)
         except CodecError as exc:
             dead_letter(record, exc)
             batch.bad += 1
@@ -186,7 +187,7 @@ async def fold_records(ctx: ProcessorContext, records: Iterable[RawRecord]) -> i
     also stores the partition's next offset (past its dead-lettered records too), so a crash keeps state and
     position together. Dead letters are flushed before any view moves past them.
     """
-    batch = decode_batch(ctx.codec, ctx.views.next_offset, records, ctx.dead_letter)
+    batch = decode_batch(ctx.codec, ctx.views.next_offset, records, ctx.dead_letter, fold_only=True)
     ctx.counters.not_ours += batch.not_ours
     if batch.bad:
         await ctx.dead_letters.flush()

@@ -6,7 +6,8 @@ sets values rather than adding to them, so applying an event twice leaves the vi
 
 Reducers take typed events (`events.typed`) and read their attributes. Fold drivers hand over decoded
 records, which become typed events here, in the dispatch; a command's own event is folded as it was built
-(`reduce_event`), with no record in between.
+(`reduce_event`), with no record in between. A span read from the log is the exception: it is folded from its
+keys and kept as its bytes (`spans.span_logged`), never decoded in full.
 """
 
 from __future__ import annotations
@@ -40,18 +41,23 @@ REDUCERS: dict[str, Reducer] = {
 }
 
 
-def reduce(read: Read, kind: str, record: dict[str, Any]) -> Changes:
+def reduce(read: Read, kind: str, record: dict[str, Any], value: bytes | None = None) -> Changes:
     """The changes event `kind` makes to the view. Kinds the registry marks unfolded (TaskDispatched) change
     nothing; a kind the registry does not know raises UnknownEventKind: skipping it would silently leave the
-    view short of what the log holds (the processor dead-letters such events)."""
-    return reduce_explained(read, kind, record).changes
+    view short of what the log holds (the processor dead-letters such events).
+
+    `value`, the event's bytes as the log holds them (`LoggedEvent.value`), is what the view keeps of a span:
+    with it, a SpanAdded `record` needs only the header and the span's keys (`SPAN_FOLD_FIELDS`)."""
+    return reduce_explained(read, kind, record, value).changes
 
 
-def reduce_explained(read: Read, kind: str, record: dict[str, Any]) -> Pending:
+def reduce_explained(read: Read, kind: str, record: dict[str, Any], value: bytes | None = None) -> Pending:
     """As `reduce`, with `ignored` saying why an event that should have changed something did not."""
     pending = Pending(read)
     reducer = REDUCERS.get(kind)
-    if reducer is not None:
+    if kind == Kind.SPAN_ADDED and value is not None:
+        spans.span_logged(pending, record["span"], value)
+    elif reducer is not None:
         reducer(pending, KINDS[kind].event.from_record(record))
     elif kind not in KINDS:
         raise UnknownEventKind(f"no reducer and no registry entry for event kind {kind!r}")

@@ -75,6 +75,7 @@ def count(entity: str) -> str:
 
 
 ROLLOUTS = "r/"
+SPANS = "s/"
 ACTIVE = "x/"
 QUEUE = "q/"
 RESOURCES = "res/"

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-from agl_events.events.typed import SpanAdded, SpanSequenceReserved, span_model
+from typing import Any
+
+from agl_events.events.typed import SpanAdded, SpanKeys, SpanSequenceReserved, span_model
 from agl_events.reducers import keys
 from agl_events.reducers.changes import Pending
 
 
 def span_added(view: Pending, event: SpanAdded) -> None:
-    span = event.span  # a TypedDict: the view stores it as it comes (`events.typed.span`)
+    """A span decided here and not logged yet (a command's overlay): kept as the store's span model."""
+    _add(view, event.span, span_model(event.span))
+
+
+def span_logged(view: Pending, span: SpanKeys, value: bytes) -> None:
+    """A span read from the log, folded from its keys: the view keeps `value`, the SpanAdded record's bytes as
+    the log holds them, and a query decodes them (`views.spans`). No span is decoded or encoded to fold it."""
+    _add(view, span, value)
+
+
+def _add(view: Pending, span: SpanKeys, stored: Any) -> None:
     rid, aid, sid, seq = span["rollout_id"], span["attempt_id"], span["span_id"], span["sequence_id"]
     seen = keys.span_seen(rid, aid, sid)
     if view.get(seen) is not None:  # (rollout, attempt, span id) is the primary key: first write wins
         return
     key = keys.span(rid, seq, aid, sid)
-    view.create(key, span_model(span), "spans")
+    view.create(key, stored, "spans")
     view.put(seen, key)
     view.chmax(keys.span_counter(rid), seq)
 

@@ -62,7 +62,7 @@ def rebuild(settings: Settings, to: Path, spec: CutSpec | None = None, *, snapsh
         raise FileExistsError(f"{to} is not empty: rebuild into a new folder (or delete that one)")
     experiment, bootstrap = settings.experiment, settings.bootstrap_servers
     codec = codec_for(settings.schema_registry_url)
-    reader = EventReader(bootstrap, experiment, codec, VIEW_TOPICS, **HISTORY_CONSUMER)
+    reader = EventReader(bootstrap, experiment, codec, VIEW_TOPICS, fold_only=True, **HISTORY_CONSUMER)
     meta = make_consumer(bootstrap)
     try:
         cut = (spec or CutSpec()).resolve(meta, codec, experiment, reader.partitions())

@@ -112,10 +112,8 @@ class FoldObserver:
         attempt = record["attempt"]
         if attempt is None:
             return
-        spans = [_SpanAttributes(s["name"], s.get("attributes") or {})
-                 for _, s in self.view.scan(keys.spans_of(rollout["rollout_id"]))
-                 if s["attempt_id"] == attempt["attempt_id"]]
-        reward = find_final_reward(spans)
+        spans = self.view.spans(rollout["rollout_id"], attempt["attempt_id"])  # decoded as read: the last first
+        reward = find_final_reward(spans.map(lambda s: _SpanAttributes(s["name"], s.get("attributes") or {})))
         if reward is None:
             return
         self.reward.observe(reward)

@@ -99,7 +99,7 @@ class Reads:
         elif attempt_id is not None:
             must.append(q.exact("attempt_id", attempt_id))
         conditions = q.conditions(equal=equal, containing=containing)
-        spans = [s for _, s in self.view.scan(keys.spans_of(rollout_id))]
+        spans = list(self.view.spans(rollout_id))
         page, total = q.select(spans, Span, conditions, filter_logic, must, sort_by, sort_order, limit, offset)
         return PaginatedResult(items=[Span.model_validate(s) for s in page], limit=limit, offset=offset,
                                total=total)

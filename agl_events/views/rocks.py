@@ -10,8 +10,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch
+
+from agl_events.views.kv import dump_value, load_value
 
 #: RocksDB memtable size per view (see RocksKV).
 WRITE_BUFFER_BYTES = 16 * 1024 * 1024
@@ -47,7 +48,7 @@ class RocksKV:
 
     def get(self, key: str) -> Any:
         raw = self._db.get(key.encode())
-        return None if raw is None else orjson.loads(raw)
+        return None if raw is None else load_value(raw)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
         """The entries under `prefix`, in key order.
@@ -63,7 +64,7 @@ class RocksKV:
         if end is not None:
             options.set_iterate_upper_bound(end)
         for raw_key, raw in self._db.items(from_key=start, read_opt=options):
-            yield raw_key.decode(), orjson.loads(raw)
+            yield raw_key.decode(), load_value(raw)
 
     def write(self, changes: Mapping[str, Any]) -> None:
         batch = WriteBatch(raw_mode=True)
@@ -71,7 +72,7 @@ class RocksKV:
             if value is None:
                 batch.delete(key.encode())
             else:
-                batch.put(key.encode(), orjson.dumps(value))
+                batch.put(key.encode(), dump_value(value))
         self._db.write(batch)
 
     def close(self) -> None:

@@ -6,9 +6,11 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from agl_events.events.codec import AvroCodec
 from agl_events.log.records import LoggedEvent, Position, ReadBatch
 from agl_events.reducers import keys, reduce_explained
 from agl_events.views.kv import KeyValue
+from agl_events.views.spans import StoredSpans, span_decoder, stored_spans
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +32,11 @@ class StoreView:
     """
 
     def __init__(self, kv: KeyValue, track_own: bool = True,
-                 on_ignored: Callable[[LoggedEvent, str], None] | None = None) -> None:
+                 on_ignored: Callable[[LoggedEvent, str], None] | None = None, codec: AvroCodec | None = None
+                 ) -> None:
         """`on_ignored(event, reason)` hears of each event read from the log that named a rollout or attempt the
-        view does not hold (`Pending.ignore`), once its batch is written; by default they are logged."""
+        view does not hold (`Pending.ignore`), once its batch is written; by default they are logged. `codec`
+        decodes the spans queries read (stored in single-object framing: the project's schemas suffice)."""
         self.kv = kv
         self._track_own = track_own
         self._on_ignored = on_ignored or _log_ignored
@@ -40,6 +44,7 @@ class StoreView:
         self._positions: dict[Position, int] = {
             _position(key): value for key, value in kv.scan(keys.POSITIONS)
         }
+        self._span = span_decoder(codec or AvroCodec())
 
     @property
     def positions(self) -> dict[Position, int]:
@@ -51,6 +56,12 @@ class StoreView:
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
         return self.kv.scan(prefix)
+
+    def spans(self, rollout_id: str, attempt_id: str | None = None) -> StoredSpans[dict[str, Any]]:
+        """A rollout's spans (only `attempt_id`'s, when given) in sequence order as the store's span model, each
+        decoded when it is read (`views.spans`)."""
+        return StoredSpans(stored_spans(self.kv.scan(keys.spans_of(rollout_id)), rollout_id, attempt_id),
+                           self._span)
 
     def apply_own(self, events: Iterable[LoggedEvent]) -> None:
         """Fold events this process appended, unless the reader already got to them first."""
@@ -88,7 +99,7 @@ class StoreView:
             if advance and event.record.get("event_id") in self._own_pending:
                 confirmed.append(event.record["event_id"])
             else:
-                reduced = reduce_explained(read, event.kind, event.record)
+                reduced = reduce_explained(read, event.kind, event.record, event.value)
                 batch.update(reduced.changes)
                 if advance and reduced.ignored is not None:
                     ignored.append((event, reduced.ignored))

@@ -31,16 +31,18 @@ def logged(event: Decided, time: float = 1.0) -> LoggedEvent:
 
 
 def apply(view: View, changes: Changes) -> None:
-    """Write changes as a KeyValue does: None deletes, values are stored as JSON (never aliased)."""
+    """Write changes as a KeyValue does: None deletes, values are stored as JSON (never aliased), bytes as they
+    are (a span read from the log)."""
     for key, value in changes.items():
         if value is None:
             view.pop(key, None)
         else:
-            view[key] = orjson.loads(orjson.dumps(value))
+            view[key] = value if isinstance(value, bytes) else orjson.loads(orjson.dumps(value))
 
 
 def changes_of(view: View, e: LoggedEvent) -> Changes:
-    return reduce(view.get, e.kind, e.record)
+    """The changes of `e` as the store's view folds it: a span with its bytes (`LoggedEvent.value`), where known."""
+    return reduce(view.get, e.kind, e.record, e.value)
 
 
 def fold(events: Iterable[LoggedEvent], view: View | None = None) -> View:

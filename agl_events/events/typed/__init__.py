@@ -17,16 +17,26 @@ from agl_events.events.typed.rollouts import (
     RolloutUpdated,
 )
 from agl_events.events.typed.samples import SampleAdded, Triplet
-from agl_events.events.typed.span import Attributes, Span, SpanContext, SpanEvent, SpanLink, span_model, span_of
+from agl_events.events.typed.span import (
+    SPAN_FOLD_FIELDS,
+    Attributes,
+    Span,
+    SpanContext,
+    SpanEvent,
+    SpanKeys,
+    SpanLink,
+    span_model,
+    span_of,
+)
 from agl_events.events.typed.spans import SpanAdded, SpanSequenceReserved
 from agl_events.events.typed.tasks import TaskDispatched, TaskRequested
 from agl_events.events.typed.workers import RunnersStopRequested, WorkerHeartbeat, WorkerStatusChanged
 
 __all__ = [
-    "Attempt", "AttemptCreated", "AttemptHeartbeat", "AttemptStatusChanged", "AttemptUpdated", "Attributes",
-    "Decided", "Event", "PromptCandidateRecorded", "Record", "ResourcesPublished", "ResourcesSnapshot",
+    "SPAN_FOLD_FIELDS", "Attempt", "AttemptCreated", "AttemptHeartbeat", "AttemptStatusChanged", "AttemptUpdated",
+    "Attributes", "Decided", "Event", "PromptCandidateRecorded", "Record", "ResourcesPublished", "ResourcesSnapshot",
     "ResourcesUpdated", "Rollout", "RolloutConfig", "RolloutEnqueued", "RolloutFinished", "RolloutStarted",
     "RolloutStatusChanged", "RolloutUpdated", "RunnersStopRequested", "SampleAdded", "Span", "SpanAdded",
-    "SpanContext", "SpanEvent", "SpanLink", "SpanSequenceReserved", "TaskDispatched", "TaskRequested", "Triplet",
-    "WorkerHeartbeat", "WorkerStatusChanged", "span_model", "span_of",
+    "SpanContext", "SpanEvent", "SpanKeys", "SpanLink", "SpanSequenceReserved", "TaskDispatched", "TaskRequested",
+    "Triplet", "WorkerHeartbeat", "WorkerStatusChanged", "span_model", "span_of",
 ]

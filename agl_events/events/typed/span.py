@@ -65,6 +65,21 @@ def _context(ctx: Mapping[str, Any] | None) -> SpanContext | None:
             "trace_state": dict(ctx.get("trace_state") or {})}
 
 
+class SpanKeys(TypedDict):
+    """What folding a span reads of it: where it goes in the view and whether it is there already."""
+
+    rollout_id: str
+    attempt_id: str
+    sequence_id: int
+    span_id: str
+
+
+#: What a fold reads of a SpanAdded record: the event's header and the span's keys, all at the front of the record
+#: (paths for `AvroCodec.leading`), so a store folds a span without decoding it and keeps its bytes.
+SPAN_FOLD_FIELDS = frozenset({("event_id",), ("time",), ("producer_id",), ("span", "rollout_id"),
+                              ("span", "attempt_id"), ("span", "sequence_id"), ("span", "span_id")})
+
+
 class Span(TypedDict):
     """An OpenTelemetry span stamped with its rollout, attempt and per-rollout sequence id."""
 
