@@ -182,7 +182,6 @@ class GRPO:
                 tokens = self._tokens(batch.groups)
                 await asyncio.to_thread(self._update, policy, optimizer, tokens)
                 uri = self._save(settings, policy, optimizer, step + 2)
-                crash_point("weights-written", step)
                 await steps.commit(steps.record(step, step + 2, uri, batch, stream.drain_stale()),
                                    before_commit=lambda step=step: crash_point("in-transaction", step))
                 crash_point("committed", step)
