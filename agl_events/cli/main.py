@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runner": ("agl_events.cli.runner", "runner_app"),
     "produce": ("agl_events.cli.produce", "produce_app"),
     "apo": ("agl_events.cli.apo", "apo_app"),
+    "train": ("agl_events.cli.train", "train_app"),
     "experiments": ("agl_events.cli.experiments", "experiments_app"),
     "replay": ("agl_events.cli.replay", "replay_app"),
     "dlq": ("agl_events.cli.dlq", "dlq_app"),
