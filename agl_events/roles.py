@@ -19,18 +19,22 @@ from agl_events.store.ingester import ingest_group
 from agl_events.store.membership import group_id as owners_group
 from agl_events.topics import Topic, topic_name
 
-Role = Literal["store", "runner", "worker", "produce", "replay", "trainer"]
-ROLES: tuple[Role, ...] = ("store", "runner", "worker", "produce", "replay", "trainer")
+Role = Literal["store", "runner", "worker", "proxy", "produce", "replay", "trainer"]
+ROLES: tuple[Role, ...] = ("store", "runner", "worker", "proxy", "produce", "replay", "trainer")
 
 _topic = functools.partial(Grant, "topic")
 _group = functools.partial(Grant, "group")
+#: The group id of readers that join no group (`log.clients.consumer_config`): librdkafka still looks up its
+#: coordinator (DESCRIBE), and a refusal is logged as a consumer error.
+_READERS = _group("agl-events-reader", ("describe",), False)
 
 
 def role_grants(role: Role, experiment: str) -> list[Grant]:
     """The ACLs a process of `role` needs for `experiment` (topics `agl.<experiment>.*` and its groups).
 
     store: `agl-events store` (creates the experiment's topics, appends, folds, ingests task requests);
-    runner: `agl-events runner`; worker: `agl-events processor` and `agl-events samples`; produce: `agl-events
+    runner: `agl-events runner`; worker: `agl-events processor` and `agl-events samples`; proxy: `agl-events proxy`
+    (records calls as spans; the store hands out their sequence ids); produce: `agl-events
     produce tasks`; replay: `agl-events replay` (reads only); trainer: a `Trainer`, which hosts a store, starts
     runners and the samples worker, and reads samples (all of theirs).
     """
@@ -51,7 +55,7 @@ def _runner(experiment: str) -> list[Grant]:
 def _store(experiment: str) -> list[Grant]:
     return [_topic(f"agl.{experiment}.", ("create", "read", "write", "describe", "describe_configs")),
             _group(ingest_group(experiment), ("read", "describe"), False),
-            _group(owners_group(experiment), ("read", "describe"), False)]
+            _group(owners_group(experiment), ("read", "describe"), False), _READERS]
 
 
 def _worker(experiment: str) -> list[Grant]:
@@ -63,12 +67,17 @@ def _worker(experiment: str) -> list[Grant]:
             _group(samples_app(experiment), ("read", "describe"))]
 
 
+def _proxy(experiment: str) -> list[Grant]:
+    return [_topic(topic_name(experiment, Topic.SPANS), ("write", "describe"), False)]
+
+
 def _produce(experiment: str) -> list[Grant]:
     return [_topic(topic_name(experiment, Topic.TASK_REQUESTS), ("write", "describe"), False)]
 
 
 def _replay(experiment: str) -> list[Grant]:
-    return [_topic(f"agl.{experiment}.", ("read", "describe"))]
+    return [_topic(f"agl.{experiment}.", ("read", "describe")), _READERS]
 
 
-_GRANTS = {"store": _store, "runner": _runner, "worker": _worker, "produce": _produce, "replay": _replay}
+_GRANTS = {"store": _store, "runner": _runner, "worker": _worker, "proxy": _proxy, "produce": _produce,
+           "replay": _replay}

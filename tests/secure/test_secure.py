@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from agl_events.broker.secure import ADMIN, SecureBroker, write_properties_file
@@ -52,14 +53,20 @@ class Secured:
     def admin(self) -> AdminClient:
         return AdminClient({**self.broker.client_config(ADMIN), "bootstrap.servers": self.broker.bootstrap})
 
-    def cli(self, config: Path | None, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """`agl-events` as a separate process against this broker, logged in with `config` (None: no settings)."""
+    def env(self) -> dict[str, str]:
         env = {**os.environ, "AGL_KAFKA_BOOTSTRAP": self.broker.bootstrap, "AGL_HOME": str(self.folder / "home"),
                "AGL_KAFKA_TIMEOUT": "20"}
         env.pop("AGL_KAFKA_CONFIG", None)
+        return env
+
+    def command(self, config: Path | None) -> list[str]:
+        """`agl-events` against this broker's experiment, logged in with `config` (None: no settings)."""
         options = ["--kafka-config", str(config)] if config else []
-        return subprocess.run([sys.executable, "-m", "agl_events", *options, "--experiment", EXPERIMENT, *args],
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        return [sys.executable, "-m", "agl_events", *options, "--experiment", EXPERIMENT]
+
+    def cli(self, config: Path | None, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.command(config), *args], capture_output=True, text=True, timeout=timeout,
+                              env=self.env())
 
     def end_offsets(self, topic: str) -> list[int]:
         """Where each partition of `topic` ends (a partition answers NOT_LEADER for a moment after the start)."""
@@ -115,3 +122,89 @@ def test_a_client_that_cannot_log_in_is_refused_in_one_line_and_writes_nothing(s
     expected = {"no settings": "speaks TLS", "wrong password": "refused the login", "no CA": "certificate"}[login]
     assert expected in line, line
     assert secured.end_offsets(requests) == before
+
+
+AGENT = "agl_events.chaos.agent:chaos_agent"
+#: Seconds to wait for processes started here (a store, workers, a runner) on a loaded machine.
+UP = 90.0
+
+
+def _succeeded(store: str) -> int:
+    response = httpx.get(f"{store}/v1/agl/rollouts", params={"status_in": "succeeded", "limit": 1}, timeout=10)
+    return int(response.json()["total"]) if response.status_code == 200 else -1
+
+
+def _committed(admin: AdminClient, group: str) -> int:
+    """How many records `group` has committed past, over all partitions."""
+    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    return sum(max(tp.offset, 0) for tp in future.result().topic_partitions)
+
+
+def test_every_process_does_its_work_logged_in_as_its_role(secured: Secured, tmp_path: Path) -> None:
+    """store, processor, samples worker, runner, proxy, produce and replay, each as its role's principal."""
+    port, proxy_port = free_port(), free_port()
+    store = f"http://127.0.0.1:{port}"
+    models = tmp_path / "models.yaml"
+    models.write_text("model_list:\n  - model_name: policy\n    litellm_params:\n      model: openai/policy\n"
+                      "      api_base: http://127.0.0.1:9/v1\n      api_key: none\n")
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(role: str, *args: str) -> None:
+        log = (tmp_path / f"{role}.log").open("wb")
+        started.append(subprocess.Popen([*secured.command(secured.configs[role]), *args], stdout=log,
+                                        stderr=subprocess.STDOUT, env=secured.env()))
+
+    try:
+        start("store", "store", "--port", str(port))
+        start("worker", "processor")
+        start("worker", "samples")
+        start("runner", "runner", "--agent", AGENT, "-n", "1", "--store-url", store)
+        start("proxy", "proxy", "--model-list", str(models), "--port", str(proxy_port), "--store-url", store)
+        tasks = tmp_path / "tasks.jsonl"
+        tasks.write_text("".join(json.dumps({"input": {"i": i, "step_seconds": 0.01}}) + "\n" for i in range(3)))
+        produced = secured.cli(secured.configs["produce"], "produce", "tasks", str(tasks))
+        assert produced.returncode == 0, produced.stdout + produced.stderr
+
+        logs = lambda: "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in tmp_path.glob("*.log"))  # noqa: E731
+        eventually(lambda: _succeeded(store), "3 rollouts run by the runner", within=UP, until=lambda n: n == 3,
+                   ignoring=(httpx.HTTPError,), context=logs)
+        samples = topic_name(EXPERIMENT, Topic.SAMPLES)
+        eventually(lambda: sum(secured.end_offsets(samples)), "the samples worker's samples", within=UP,
+                   until=lambda n: n >= 3, context=logs)
+        admin = secured.admin()
+        eventually(lambda: _committed(admin, f"agl-processor-{EXPERIMENT}"), "the processor's folded records",
+                   within=UP, context=logs)
+        health = f"http://127.0.0.1:{proxy_port}/health"
+        eventually(lambda: httpx.get(health, timeout=10).status_code, "the proxy's health", within=UP,
+                   until=lambda code: code == 200, ignoring=(httpx.HTTPError,), context=logs)
+    finally:
+        for process in started:
+            process.terminate()
+        for process in started:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    rebuilt = secured.cli(secured.configs["replay"], "replay", "rebuild", "--to", str(tmp_path / "view"))
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+
+
+def test_the_runner_principal_may_not_delete_topics_nor_write_the_store_s_topics(secured: Secured) -> None:
+    runner = {**secured.broker.client_config("runner"), "bootstrap.servers": secured.broker.bootstrap}
+    rollouts = topic_name(EXPERIMENT, Topic.ROLLOUTS)
+    admin = AdminClient(runner)  # kept: a collected client ends its requests with _DESTROY
+    [deleting] = admin.delete_topics([rollouts], operation_timeout=20, request_timeout=20).values()
+    with pytest.raises(KafkaException) as refused:
+        deleting.result()
+    assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
+
+    before = secured.end_offsets(rollouts)
+    reports: list[KafkaError | None] = []
+    producer = Producer(runner)
+    producer.produce(rollouts, key=b"r", value=b"not a runner's to write", on_delivery=lambda e, _: reports.append(e))
+    producer.flush(30)
+    [error] = reports
+    assert error is not None and error.name() == "TOPIC_AUTHORIZATION_FAILED"
+    assert secured.end_offsets(rollouts) == before
+    assert rollouts in secured.admin().list_topics(timeout=20).topics
