@@ -6,6 +6,7 @@ processor, or on spans read from a file, and can be checked against upstream's a
 
 from agl_events.adapter.base import TraceAdapter, TraceToTripletBase
 from agl_events.adapter.build import ADAPTERS, build_adapter, build_component
+from agl_events.adapter.final_reward import FinalRewardTriplets
 from agl_events.adapter.messages import OpenAIMessages, TraceToMessages
 from agl_events.adapter.proxy import LlmProxyTraceToTriplet
 from agl_events.adapter.tree import RewardMatchPolicy, TraceTree
@@ -13,6 +14,7 @@ from agl_events.adapter.triplet import TracerTraceToTriplet
 
 __all__ = [
     "ADAPTERS",
+    "FinalRewardTriplets",
     "LlmProxyTraceToTriplet",
     "OpenAIMessages",
     "RewardMatchPolicy",

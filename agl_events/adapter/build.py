@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from agl_events.adapter.base import TraceAdapter
+from agl_events.adapter.final_reward import FinalRewardTriplets
 from agl_events.adapter.messages import TraceToMessages
 from agl_events.adapter.proxy import LlmProxyTraceToTriplet
 from agl_events.adapter.triplet import TracerTraceToTriplet
@@ -21,7 +22,8 @@ T = TypeVar("T")
 
 #: Short names an adapter spec may use instead of an import path.
 ADAPTERS: dict[str, str] = {cls.__name__: f"{cls.__module__}.{cls.__name__}"
-                            for cls in (TracerTraceToTriplet, LlmProxyTraceToTriplet, TraceToMessages)}
+                            for cls in (TracerTraceToTriplet, LlmProxyTraceToTriplet, TraceToMessages,
+                                        FinalRewardTriplets)}
 
 
 def load_class(path: str, spec_name: str) -> Any:

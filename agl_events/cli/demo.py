@@ -16,6 +16,7 @@ from agl_events.cli.context import settings
 from agl_events.config import Settings
 from agl_events.demo import print_report, run_demo
 from agl_events.demo.run import print_rebuild
+from agl_events.demo.tasks import TASKS
 
 
 class Job(StrEnum):
@@ -27,6 +28,9 @@ def demo(ctx: typer.Context,
          algorithm: Annotated[Job, typer.Option(help="grpo: the policy learns through Kafka (a few minutes); "
                                                      "baseline: the store and runners alone (seconds).")
                               ] = Job.grpo,
+         task: Annotated[str, typer.Option(help="What GRPO teaches: reverse (three digits, one LLM call a rollout) or "
+                                                "tools (name a tool, then answer from its output: two calls).")
+                         ] = "reverse",
          steps: Annotated[int, typer.Option(min=1, help="GRPO steps of 8 prompts x 8 samples.")] = 90,
          rollouts: Annotated[int, typer.Option(min=1, help="Rollouts to enqueue (baseline).")] = 200,
          runners: Annotated[int, typer.Option(min=1, help="Runner processes.")] = 4) -> None:
@@ -42,12 +46,15 @@ def demo(ctx: typer.Context,
         print_report(report, cfg, console)
         same = report.live_counts == report.rebuilt_counts
     else:
-        same = _learn(cfg, steps, runners, console)
+        same = _learn(cfg, task, steps, runners, console)
     if not same:
         raise typer.Exit(1)
 
 
-def _learn(cfg: Settings, steps: int, runners: int, console: Console) -> bool:
+def _learn(cfg: Settings, task_name: str, steps: int, runners: int, console: Console) -> bool:
+    if task_name not in TASKS:
+        raise typer.BadParameter(f"no task {task_name!r}: one of {', '.join(TASKS)}", param_hint="--task")
+    task = TASKS[task_name]
     try:  # torch is the `training` extra: imported only when this job runs, so the CLI starts without it
         learn = importlib.import_module("agl_events.demo.learn")
     except ImportError as exc:
@@ -55,7 +62,7 @@ def _learn(cfg: Settings, steps: int, runners: int, console: Console) -> bool:
                                  f"{exc}", param_hint="--algorithm") from exc
     cfg = learn.demo_experiment(cfg)
     console.print(f"GRPO on {cfg.bootstrap_servers}, experiment [bold]{cfg.experiment}[/]: a 27k-parameter policy "
-                  f"learns to reverse three digits, {steps} steps of 64 rollouts, every one through Kafka")
+                  f"learns {task.goal}, {steps} steps of 64 rollouts, every one through Kafka")
     held_out = "held-out: -"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
@@ -69,8 +76,9 @@ def _learn(cfg: Settings, steps: int, runners: int, console: Console) -> bool:
         def on_step(done: int, reward: float) -> None:
             progress.update(bar, completed=done, description=f"GRPO steps · batch reward {reward:.2f} · {held_out}")
 
-        report = learn.run_learning_demo(cfg, steps=steps, runners=runners, on_step=on_step, on_eval=on_eval)
-    table = Table(title=f"agl-events demo · GRPO · {cfg.experiment}")
+        report = learn.run_learning_demo(cfg, steps=steps, runners=runners, on_step=on_step, on_eval=on_eval,
+                                         task=task)
+    table = Table(title=f"agl-events demo · GRPO · {task.name} · {cfg.experiment}")
     table.add_column("what")
     table.add_column("value", justify="right")
     first, last = report.history[0], report.history[-1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
@@ -42,21 +42,40 @@ def prompt_of(task: dict[str, Any]) -> str:
 
 def reward_of(task: dict[str, Any], answer: str) -> float:
     """The fraction of positions holding the right digit."""
-    want = [str(d) for d in reversed(task["digits"])]
-    return sum(a == b for a, b in zip(answer.split(), want, strict=False)) / DIGITS
+    return positions_right(answer, [str(d) for d in reversed(task["digits"])])
+
+
+def positions_right(answer: str, want: Sequence[str]) -> float:
+    """The share of `want`'s positions that the words of `answer` match (partial credit, a dense reward)."""
+    return sum(a == b for a, b in zip(answer.split(), want, strict=False)) / len(want)
+
+
+def play(task: dict[str, Any], ask: Callable[[str, int], str]) -> float:
+    """The agent's one turn against `ask(prompt, max_tokens) -> text`; the reward of its answer."""
+    return reward_of(task, ask(prompt_of(task), DIGITS + 1))
 
 
 @functools.cache
-def _client() -> openai.OpenAI:
+def openai_client() -> openai.OpenAI:
     """One client per runner process: building one costs about 20 ms of CPU (its HTTP client and TLS context),
     a tenth of a rollout here; each rollout's per-attempt route is a cheap copy sharing its connections."""
     return openai.OpenAI(base_url="http://unset.invalid/v1", api_key="unused", max_retries=0)
 
 
+def asker(llm: LLM, rollout: Rollout) -> Callable[[str, int], str]:
+    """`ask(prompt, max_tokens) -> text`: one chat call to `llm` through the OpenAI client per turn, at the
+    resource's temperature when training and greedily when evaluating."""
+    temperature = float(llm.sampling_parameters.get("temperature", 1.0)) if rollout.mode == "train" else 0.0
+    client = openai_client().with_options(base_url=llm.endpoint)
+
+    def ask(prompt: str, max_tokens: int) -> str:
+        reply = client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": prompt}],
+                                               temperature=temperature, max_tokens=max_tokens)
+        return reply.choices[0].message.content or ""
+
+    return ask
+
+
 @rollout
 def reverse_agent(task: dict[str, Any], llm: LLM, rollout: Rollout) -> float:
-    temperature = float(llm.sampling_parameters.get("temperature", 1.0)) if rollout.mode == "train" else 0.0
-    client = _client().with_options(base_url=llm.endpoint)
-    reply = client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": prompt_of(task)}],
-                                           temperature=temperature, max_tokens=DIGITS + 1)
-    return reward_of(task, reply.choices[0].message.content or "")
+    return play(task, asker(llm, rollout))
