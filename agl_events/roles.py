@@ -40,7 +40,9 @@ def role_grants(role: Role, experiment: str) -> list[Grant]:
     """
     if role == "trainer":
         return [*role_grants("store", experiment), *role_grants("runner", experiment),
-                *role_grants("worker", experiment), _group(default_group(experiment), ("read", "describe"), False)]
+                *role_grants("worker", experiment), _group(default_group(experiment), ("read", "describe"), False),
+                # its steps are committed in transactions whose id is the sample stream's group (samples.step_log)
+                Grant("transactional_id", default_group(experiment), ("write", "describe"), False)]
     return _GRANTS[role](experiment)
 
 

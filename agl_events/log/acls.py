@@ -19,10 +19,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-Resource = Literal["topic", "group", "cluster"]
+Resource = Literal["topic", "group", "transactional_id", "cluster"]
 Operation = Literal["read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs"]
 
-_RESOURCE_TYPES = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "cluster": ResourceType.BROKER}
+_RESOURCE_TYPES = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP,
+                   "transactional_id": ResourceType.TRANSACTIONAL_ID, "cluster": ResourceType.BROKER}
 
 
 @dataclass(frozen=True)
