@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FOREVER = "-1"
 DAY_MS = 24 * 3600 * 1000
@@ -25,6 +25,8 @@ MAX_REPLICATION = 3
 
 class Replication(BaseModel):
     """How many copies of each partition, and on how many an acknowledged (acks=all) write must be."""
+
+    model_config = ConfigDict(frozen=True)
 
     factor: int = Field(ge=1)
     min_insync: int = Field(ge=1)

@@ -81,8 +81,7 @@ class LocalCluster:
         self.settings = settings
         self.root_dir = settings.home.expanduser().absolute() / "kafka"
         self.size_file = self.root_dir / SIZE_FILE
-        self.recorded = int(self.size_file.read_text()) if self.size_file.exists() else 1
-        self.brokers = brokers or self.recorded
+        self.brokers = brokers or self.recorded()
         if self.brokers < 1:
             raise BrokerError(f"a cluster needs at least one broker, not {self.brokers}")
         if self.brokers == 1:
@@ -175,10 +174,15 @@ class LocalCluster:
         while True:
             yield lines.get()
 
+    def recorded(self) -> int:
+        """How many nodes this home's local broker has (1 unless a cluster was started in it last)."""
+        return int(self.size_file.read_text()) if self.size_file.exists() else 1
+
     def _refuse_other_size(self) -> None:
-        if self.brokers != self.recorded and any(node.status().running for node in LocalCluster(self.settings).nodes):
+        recorded = self.recorded()
+        if self.brokers != recorded and any(node.status().running for node in LocalCluster(self.settings).nodes):
             raise BrokerError(
-                f"{self.root_dir} runs a local broker of {self.recorded} node(s); stop it first "
+                f"{self.root_dir} runs a local broker of {recorded} node(s); stop it first "
                 f"(`agl-events kafka stop`) to start {self.brokers}, or use another --home / AGL_HOME.")
 
     def _wait(self, done: Callable[[Any], bool], timeout: float, what: str) -> None:

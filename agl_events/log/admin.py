@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
@@ -77,14 +78,29 @@ def replication_of(admin: AdminClient, topics: list[str], timeout: float = 30.0)
     present = [t for t in topics if t in meta and meta[t].partitions]
     if not present:
         return {}
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in present],
-                                     request_timeout=timeout)
     found = {}
-    for resource, future in futures.items():
-        entries = future.result(timeout)
-        factor = len(meta[resource.name].partitions[0].replicas)
-        min_insync = min(int(entries["min.insync.replicas"].value), factor)
-        found[resource.name] = Replication(factor=factor, min_insync=min_insync)
+    for name, entries in _topic_configs(admin, present, timeout).items():
+        factor = len(meta[name].partitions[0].replicas)
+        found[name] = Replication(factor=factor, min_insync=min(int(entries["min.insync.replicas"].value), factor))
+    return found
+
+
+def _topic_configs(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+    """Each topic's configuration entries. Asked again while the broker asked answers UNKNOWN_TOPIC_OR_PART: on a
+    cluster, a topic just created reaches each broker's metadata a moment apart."""
+    deadline, found, pending = time.monotonic() + timeout, {}, list(topics)
+    while pending:
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in pending],
+                                         request_timeout=timeout)
+        for resource, future in futures.items():
+            try:
+                found[resource.name] = future.result(timeout)
+            except KafkaException as exc:
+                if exc.args[0].name() != "UNKNOWN_TOPIC_OR_PART" or time.monotonic() > deadline:
+                    raise
+        pending = [t for t in pending if t not in found]
+        if pending:
+            time.sleep(0.1)
     return found
 
 
