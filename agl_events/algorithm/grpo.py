@@ -31,7 +31,8 @@ canonical order (groups by group id, samples by sample id) before it becomes ten
 arrived in from the partitions changes nothing. That makes a run reproducible from its recorded samples:
 `retrain` takes the same steps over the batches `samples.history.ReplayedSampleStream` reads back, with no
 runners, store or servers, and ends at the weights the live run published last (bit for bit, on the same
-machine and torch build).
+machine and torch build); `samples.history.StepBatches` gives the exact batches of any run from its step
+records.
 """
 
 from __future__ import annotations
@@ -212,8 +213,9 @@ class GRPO:
         """The live loop's training, offline: from the seeded initial weights and a fresh Adam, one step
         (`_tokens` + `_update`) per batch, in the order given; no runners, store, servers or publishing.
 
-        Fed a `ReplayedSampleStream` of a finished run (one batch per resources generation), it ends at the
-        weights that run published last, given the same hyperparameters and seed. `train_rewards` is this
+        Fed a `ReplayedSampleStream` of a finished synchronous run (one batch per resources generation), or
+        the `StepBatches` its step records name (any run, pipelined or restarted), it ends at the weights
+        that run published last, given the same hyperparameters and seed. `train_rewards` is this
         retrain's, one entry per step (cleared first); `on_step` (default the constructor's) runs after each
         step. With `save_to`, the weights are written there after each step as the live run names its
         versions: `v1.pt` the initial weights, `v{k+1}.pt` after step k, so each compares with its live twin.

@@ -1,5 +1,6 @@
 """ReplayedSampleStream: an experiment's recorded training samples read back from the samples topic, in the
 batches a live trainer took, so a run can be trained again offline (`GRPO.retrain`) or with other filters.
+`StepBatches`: exactly the batches its committed steps trained on, named by their step records.
 
 What a batch is: the complete groups of one resources generation, and batches come in ascending generation
 order. That is what the synchronous live loop trains on (each step enqueues its groups under the version it
@@ -31,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections import defaultdict
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
 
 from pydantic import BaseModel, Field
 
@@ -42,6 +44,8 @@ from agl_events.log.records import Position
 from agl_events.replay.scan import HISTORY_CONSUMER, scan
 from agl_events.samples.batching import Batcher, BatchPolicy, BatchStats, SampleBatch
 from agl_events.samples.model import Sample, sample_from_record
+from agl_events.samples.step_log import read_steps
+from agl_events.samples.steps import StepRecord
 from agl_events.topics import Topic
 
 #: A generation is one batch, however many groups it holds.
@@ -203,3 +207,52 @@ class ReplayedSampleStream:
                     self._cutter.offer(sample_from_record(e.record), (e.topic, e.partition), e.offset)
             positions = self._reader.positions
             yield from self._cutter.ready({p for p, end in self.ends.items() if positions.get(p, 0) >= end})
+
+
+class StepBatches:
+    """The batch each committed step of `experiment` trained on (its step record's samples, read back from the
+    samples topic), in step order: what `GRPO.retrain` takes to replay a run exactly, pipelined or not, and
+    across trainer restarts (a restarted trainer loads the weights and optimiser state it committed, so the
+    steps chain as in one process).
+
+    Unlike `ReplayedSampleStream` nothing is inferred: no generation cut, no filter. One pass over the
+    samples topic up to its end at open; a step's samples are held until its last one is read (samples
+    arrive roughly in step order, so that is a step or two's). `RuntimeError` if a record names a sample
+    the topic no longer holds."""
+
+    def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec) -> None:
+        self.records: list[StepRecord] = read_steps(bootstrap, experiment)
+        self._reader = EventReader(bootstrap, experiment, codec, (Topic.SAMPLES,), **HISTORY_CONSUMER)
+        self._reader.assign()
+        self._ends = self._reader.end_offsets()
+
+    def __iter__(self) -> Iterator[SampleBatch]:
+        step_of = {ref.sample_id: index for index, record in enumerate(self.records) for ref in record.trained}
+        found: dict[int, dict[str, Sample]] = defaultdict(dict)
+        done = 0
+        for batch in scan(self._reader, self._ends):
+            for e in batch.events:
+                if e.kind == Kind.SAMPLE_ADDED and (index := step_of.get(e.record["sample_id"], -1)) >= done:
+                    sample = sample_from_record(e.record)
+                    found[index].setdefault(sample.sample_id, sample)  # a re-emit is the same sample
+            while done < len(self.records) and len(found[done]) == len(self.records[done].trained):
+                yield _grouped(found.pop(done).values())
+                done += 1
+        if done < len(self.records):
+            raise RuntimeError(f"step {self.records[done].step} trained on samples the samples topic no longer holds")
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> StepBatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _grouped(samples: Iterable[Sample]) -> SampleBatch:
+    groups: dict[str, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        groups[sample.group_id].append(sample)
+    return SampleBatch(list(groups.values()))

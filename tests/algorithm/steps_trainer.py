@@ -13,12 +13,17 @@ from agl_events.demo.reverse import reverse_agent, reverse_tasks
 #: Steps of 2 groups of 2, one version of staleness allowed: the smallest pipelined run.
 STEPS, PROMPTS, GROUP = 4, 2, 2
 
+
+def grpo() -> GRPO:
+    """The recipe, the same for the live trainer and the test's retrain."""
+    return GRPO(steps=STEPS, prompts_per_step=PROMPTS, group_size=GROUP, max_staleness=1, eval_every=STEPS,
+                batch_timeout=120.0)
+
+
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("httpx", "LiteLLM", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    grpo = GRPO(steps=STEPS, prompts_per_step=PROMPTS, group_size=GROUP, max_staleness=1, eval_every=STEPS,
-                batch_timeout=120.0)
     settings = Settings.from_env()
-    Trainer(grpo, n_runners=1, adapter={"llm_call_match": "litellm_request"}, settings=settings,
+    Trainer(grpo(), n_runners=1, adapter={"llm_call_match": "litellm_request"}, settings=settings,
             view_dir=settings.home / "view", progress=False).fit(reverse_agent, reverse_tasks(8, seed=1))

@@ -19,8 +19,8 @@ PACKAGES = ("agl_events",)
 #: Layers that must run without Kafka, HTTP or RocksDB (unit-testable on plain data).
 PURE = ("agl_events.reducers", "agl_events.store.commands", "agl_events.topics", "agl_events.events.kinds",
         "agl_events.adapter", "agl_events.samples.model", "agl_events.samples.build", "agl_events.samples.buffer",
-        "agl_events.samples.batching", "agl_events.samples.generations", "agl_events.deploy",
-        "agl_events.supervise.plan", "agl_events.supervise.backoff", "agl_events.supervise.state",
+        "agl_events.samples.batching", "agl_events.samples.generations", "agl_events.samples.steps",
+        "agl_events.deploy", "agl_events.supervise.plan", "agl_events.supervise.backoff", "agl_events.supervise.state",
         "agl_events.supervise.view")
 IO_LIBRARIES = ("confluent_kafka", "rocksdict", "fastapi", "httpx", "uvicorn", "aiohttp", "faust")
 #: Who may import the benchmarks: the benchmarks themselves and the command line that runs them.
