@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from agl_events.bench.stages import record_otel_spans, span_events
+from agl_events.bench.stages import record_otel_spans, span_events, workload_agent
 from agl_events.events.codec import AvroCodec
 from agl_events.log.admin import create_topic
 from agl_events.log.clients import make_admin, make_producer
 
 
-def encode_span_payloads(tasks: list[dict[str, Any]], codec: AvroCodec | None = None) -> list[tuple[bytes, bytes]]:
-    """(key, value) per span of `tasks`, encoded exactly as the tracer would put them on the spans topic."""
+def encode_span_payloads(tasks: list[dict[str, Any]], codec: AvroCodec | None = None,
+                         agent: Callable[[dict[str, Any]], Any] = workload_agent) -> list[tuple[bytes, bytes]]:
+    """(key, value) per span of `tasks` run by `agent` (the workload's by default), encoded exactly as the tracer
+    would put them on the spans topic."""
     codec = codec or AvroCodec()
     return [(new.key.encode(), codec.encode(new.kind, new.record))
-            for new in span_events(record_otel_spans(tasks), "bench-raw")]
+            for new in span_events(record_otel_spans(tasks, agent), "bench-raw")]
 
 
 def raw_produce_per_s(bootstrap: str, payloads: list[tuple[bytes, bytes]], messages: int,

@@ -5,7 +5,12 @@
 Dispatch latency is enqueue to the runner's claim, both on the store's clock (the rollout's start_time
 and its attempt's start_time): "idle" with one rollout at a time, and under a burst of all rollouts at
 once (then it is mostly time spent waiting in the queue). Span throughput is the spans of the burst
-over the time from its first enqueue to its last finish. Runners are started and warmed up (joined) before measuring.
+over the time from its first enqueue to its last finish: a rollout finishes once the store's view holds its
+spans. The store is embedded in this process: its CPU per span over the burst (process time, all threads)
+says what the store costs, which the machine's load moves far less than it moves spans/s. Runners are
+started and warmed up (joined) before measuring. The raw producer rate of the same spans, encoded as the
+runners' tracer encodes them (`bench.raw_limit`), is measured in the same run, first; each row's `of_raw` is
+its spans/s over it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -23,6 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agl_events.bench.agents import span_burst
+from agl_events.bench.profile import Profiler, top_frames
+from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
 from agl_events.bench.store_latency import percentile
 from agl_events.config import Settings
 from agl_events.runner.pool import RunnerPool
@@ -42,16 +50,25 @@ async def _run_all(store: KafkaLightningStore, n: int, spans: int) -> list[str]:
     return ids
 
 
-async def measure(settings: Settings, runners: int, rollouts: int, spans: int) -> dict[str, float]:
+async def measure(settings: Settings, runners: int, rollouts: int, spans: int, profile: Path | None = None
+                  ) -> dict[str, float]:
+    """One row; with `profile`, py-spy samples this process (the embedded store) over the burst and its top
+    frames are printed."""
     async with embedded_store_server(settings, Path(tempfile.mkdtemp(prefix="agl-bench-"))) as (store, url):
         pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), runners,
                           name=f"bench-{uuid.uuid4().hex[:4]}", agent=span_burst)
         pool.start()
         try:
             await _run_all(store, runners * 2, 1)  # warm-up: every runner has joined the task group
-            started = time.time()
+            profiler = None if profile is None else Profiler(profile / f"runners-{runners}", {"store": os.getpid()})
+            if profiler is not None:
+                profiler.start()
+            started, cpu_started = time.time(), time.process_time()
             ids = await _run_all(store, rollouts, spans)
-            burst_done = time.time()
+            burst_done, store_cpu = time.time(), time.process_time() - cpu_started
+            for path in (profiler.stop() if profiler is not None else {}).values():
+                for frame in top_frames(path, limit=12):
+                    print(f"  store  self {frame.self_share:6.1%}  total {frame.total_share:6.1%}  {frame.frame}")
             idle = []
             for _ in range(20):  # one at a time: the latency of the path itself, with no queue in front
                 rid = (await _run_all(store, 1, 1))[0]
@@ -69,7 +86,7 @@ async def measure(settings: Settings, runners: int, rollouts: int, spans: int) -
     return {"runners": runners, "idle_dispatch_p50_ms": statistics.median(idle),
             "idle_dispatch_p99_ms": percentile(idle, 0.99), "dispatch_p50_ms": statistics.median(latencies),
             "dispatch_p99_ms": percentile(latencies, 0.99), "rollouts_per_s": rollouts / elapsed,
-            "spans_per_s": span_count / elapsed}
+            "spans_per_s": span_count / elapsed, "store_cpu_us_per_span": store_cpu / span_count * 1e6}
 
 
 def main() -> None:
@@ -77,18 +94,25 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=200)
     parser.add_argument("--spans", type=int, default=20, help="spans per rollout (plus one reward)")
     parser.add_argument("--runners", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy the store over each burst, files here")
     args = parser.parse_args()
+    payloads = encode_span_payloads([{"spans": args.spans}], agent=span_burst)
+    raw = raw_produce_per_s(Settings.from_env().bootstrap_servers, payloads,
+                            messages=max(20_000, min(args.rollouts * (args.spans + 1), 100_000)))["raw_produce_per_s"]
+    print(f"raw producer, the same encoded spans: {raw:,.0f} records/s")
     rows = []
     for n in args.runners:
         settings = Settings.from_env(experiment=f"bench-runners-{uuid.uuid4().hex[:8]}")
-        rows.append(asyncio.run(measure(settings, n, args.rollouts, args.spans)))
+        row = asyncio.run(measure(settings, n, args.rollouts, args.spans, args.profile))
+        rows.append({**row, "raw_produce_per_s": raw, "of_raw": row["spans_per_s"] / raw})
     table = Table(title=f"runners · {args.rollouts} rollouts x {args.spans + 1} spans")
     for column in rows[0]:
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row.values()))
+        table.add_row(*(f"{v:.1%}" if k == "of_raw" else f"{v:.1f}" if isinstance(v, float) else str(v)
+                        for k, v in row.items()))
     Console().print(table)
-    print(json.dumps([{k: round(v, 2) for k, v in row.items()} for row in rows]))
+    print(json.dumps([{k: round(v, 3) for k, v in row.items()} for row in rows]))
 
 
 if __name__ == "__main__":

@@ -27,20 +27,25 @@ class LeadingFields:
 
     steps: tuple[tuple[tuple[str, ...], str], ...]
 
-    def read(self, body: bytes | memoryview, offset: int = 0) -> dict[str, Any]:
+    def read(self, body: bytes, offset: int = 0) -> dict[str, Any]:
         """The fields, as nested dicts (`{"span": {"rollout_id": ...}}`), read from `body` at `offset`.
-        Raises ValueError (or IndexError) on bytes too short for them."""
+        Raises ValueError (or IndexError, struct.error) on bytes too short for them.
+
+        On the hot path of every store: one loop, one-byte varints (every short string's length, small
+        sequence ids) read inline."""
         out: dict[str, Any] = {}
         pos = offset
         for path, kind in self.steps:
             if kind == "string" or kind == "bytes":
-                size, pos = _varint(body, pos)
+                size = body[pos]
+                if size < 0x80:
+                    size, pos = size >> 1, pos + 1  # lengths are never negative
+                else:
+                    size, pos = _varint(body, pos)
                 end = pos + size
                 if end > len(body):
                     raise ValueError("a string runs past the end of the record")
-                value: Any = bytes(body[pos:end])
-                if kind == "string":
-                    value = value.decode()
+                value: Any = body[pos:end].decode() if kind == "string" else body[pos:end]
                 pos = end
             elif kind == "long" or kind == "int":
                 value, pos = _varint(body, pos)
@@ -50,10 +55,13 @@ class LeadingFields:
                 value, pos = _FLOAT.unpack_from(body, pos)[0], pos + 4
             else:  # boolean
                 value, pos = body[pos] == 1, pos + 1
-            target = out
-            for name in path[:-1]:
-                target = target.setdefault(name, {})
-            target[path[-1]] = value
+            if len(path) == 1:
+                out[path[0]] = value
+            else:
+                target = out
+                for name in path[:-1]:
+                    target = target.setdefault(name, {})
+                target[path[-1]] = value
         return out
 
 
@@ -83,7 +91,7 @@ def plan_leading(schema: Mapping[str, Any], wanted: set[tuple[str, ...]]) -> Lea
     return LeadingFields(tuple(steps)) if walk(schema, ()) and not missing else None
 
 
-def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """An Avro long (zigzag varint) at `pos`, and where the next value starts."""
     shift = result = 0
     while True:
