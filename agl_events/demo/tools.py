@@ -1,21 +1,22 @@
 """The multi-turn toy task: name a tool, let the agent run it, then answer from what it printed.
 
-A task is an operation word and three digits ("2 5 7 1 =": rotate 5 7 1 left). Call 1 sees that prompt and
-must answer the tool the operation word names; the agent runs that tool on the digits in Python (no tool by
-that name: it prints nothing); call 2 sees only the tool's output ("7 1 5 =") and must write the final
-answer. One reward, at the end: the share of the final answer's three positions that are right. Both calls
-must be learned: call 2 never sees the task, so without the right tool it cannot answer, and the tool's
-output is only the answer once call 2 writes it back.
+A task is a tool name and three digits ("2 5 9 1 =": tool 2 on 5 9 1). Tool k adds one (mod 10) to the k-th
+digit. Call 1 sees the task and must answer the tool's name; the agent runs that tool on the digits in Python
+(a word that names no tool: the digits come back unchanged); call 2 sees only what the tool printed
+("5 0 1 =") and must write the final answer. One reward, at the end: the share of the final answer's three
+positions that are right. Both calls must be learned: call 2 never sees the task, so it can only be right
+where the tool was, and the tool's output becomes the answer only once call 2 learns to write it back.
 
-Chance, measured with the untrained policy, greedy: mean reward about 0.1, exactly right 0 (a random word
-is one of the three tools 1 time in 5 at best, and each answer position is right 1 time in 15). The three
-tools all permute the digits, so a wrong tool's output still shares a position with the answer now and then:
-call 2 learns to copy whichever tool ran before call 1 has learned to pick the right one, which is what lets
-one reward at the end teach both calls.
+Chance: the untrained policy, greedy, scores a mean reward of 0.08 on the held-out tasks and gets none
+exactly right. Copying the digits back after any other tool or word earns at most 2/3, so a held-out share
+exactly right of 0.9 means both calls were learned. What lets one reward at the end teach both: call 2
+earns partial credit by copying whatever came back (most words name no tool at first, and then the digits
+come back unchanged, 2 of 3 positions right), and once it copies, naming the right tool is worth the last
+third.
 
-The agent calls its `llm` resource through the OpenAI client, greedily outside training, as `reverse` does;
-`play` is its logic against any `ask(prompt, max_tokens) -> text`, so the offline recipe bench runs the same
-turns in one process. Defined at module level so runner processes can import it; it imports no torch.
+The agent calls its `llm` resource through the OpenAI client (`reverse.asker`), greedily outside training;
+`play` is its logic against any `ask(prompt, max_tokens) -> text`, so the one-process recipe bench
+(`bench.grpo_recipe --task tools`) runs the same turns. Module level, so runner processes import it; no torch.
 """
 
 from __future__ import annotations
