@@ -75,6 +75,9 @@ def test_topics_get_replication_three_with_two_in_sync_and_existing_ones_are_lef
     status = CliRunner().invoke(app, ["kafka", "status"], env=env)  # the home's size is known: every node
     assert status.exit_code == 0, status.output
     assert "local cluster of 3 nodes" in status.output and status.output.count("running (pid") == 3
+    logs = CliRunner().invoke(app, ["kafka", "logs", "-n", "1"], env=env)
+    assert logs.exit_code == 0, logs.output
+    assert [line.split(" | ")[0] for line in logs.output.splitlines()] == ["node-1", "node-2", "node-3"]
 
 
 def test_nothing_is_lost_and_no_client_sees_an_error_through_a_leader_kill_and_a_rolling_restart(
