@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from agl_events.broker.home import Node
+from agl_events.broker.home import BrokerStatus, Node
 from agl_events.broker.install import BrokerError
-from agl_events.broker.local import BrokerStatus, LocalBroker
 from agl_events.config import Settings
 from agl_events.log.admin import broker_ids, under_replicated
 from agl_events.log.clients import LogError, make_admin
@@ -39,6 +39,28 @@ from agl_events.proc.ports import port_free
 #: 4 s (heartbeats every second) still rides through the GC pauses of three JVMs on two busy cores.
 NODE_PROPERTIES = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}
 SIZE_FILE = "brokers"
+
+
+class ClusterNode(Protocol):
+    """What the cluster needs of a node: `broker.local.LocalBroker`, which builds on this module, passes itself."""
+
+    node: Node
+    log_file: Path
+
+    @property
+    def bootstrap(self) -> str: ...
+    def launch(self, notes: list[str]) -> tuple[int, bool]: ...
+    def wait_until_ready(self, pid: int, timeout: float, *, started_now: bool) -> None: ...
+    def start(self, timeout: float = 60.0) -> BrokerStatus: ...
+    def stop(self, timeout: float = 30.0) -> BrokerStatus: ...
+    def status(self) -> BrokerStatus: ...
+    def kill(self) -> int | None: ...
+    def tail(self, n: int = 50) -> list[str]: ...
+    def follow(self, poll_interval: float = 0.5) -> Iterator[str]: ...
+
+
+#: Builds a node: (settings), or (settings, node, every node of the cluster, extra broker properties).
+MakeNode = Callable[..., ClusterNode]
 
 
 class ClusterStatus(BaseModel):
@@ -75,27 +97,29 @@ def free_cluster_ports(brokers: int, tries: int = 50) -> tuple[int, int]:
 
 class LocalCluster:
     """The local broker of `settings.home`, one node or several: `brokers` (None: as many as the home last ran,
-    one for a new home). One node is `LocalBroker` itself, in the layout it always had."""
+    one for a new home), each made by `make_node` (`broker.local.local_cluster` passes LocalBroker). One node is
+    the single default broker, in the layout it always had."""
 
-    def __init__(self, settings: Settings, brokers: int | None = None) -> None:
+    def __init__(self, settings: Settings, brokers: int | None = None, *, make_node: MakeNode) -> None:
         self.settings = settings
+        self.make_node = make_node
         self.root_dir = settings.home.expanduser().absolute() / "kafka"
         self.size_file = self.root_dir / SIZE_FILE
         self.brokers = brokers or self.recorded()
         if self.brokers < 1:
             raise BrokerError(f"a cluster needs at least one broker, not {self.brokers}")
         if self.brokers == 1:
-            self.nodes: tuple[LocalBroker, ...] = (LocalBroker(settings),)
+            self.nodes: tuple[ClusterNode, ...] = (make_node(settings),)
         else:
             layout = node_layout(settings, self.brokers)
-            self.nodes = tuple(LocalBroker(settings, node, layout, NODE_PROPERTIES) for node in layout)
+            self.nodes = tuple(make_node(settings, node, layout, NODE_PROPERTIES) for node in layout)
 
     @property
     def bootstrap(self) -> str:
         """Every node's client address: a client still bootstraps with any one of them down."""
         return ",".join(node.bootstrap for node in self.nodes)
 
-    def node(self, node_id: int) -> LocalBroker:
+    def node(self, node_id: int) -> ClusterNode:
         """The node with Kafka's broker id `node_id` (1 to brokers)."""
         return self.nodes[node_id - 1]
 
@@ -110,8 +134,8 @@ class LocalCluster:
         with file_lock(self.root_dir / ".lock"):
             self.size_file.write_text(f"{self.brokers}\n")
             notes: list[str] = []
-            started: list[LocalBroker] = []
-            waits: list[tuple[LocalBroker, int, bool]] = []
+            started: list[ClusterNode] = []
+            waits: list[tuple[ClusterNode, int, bool]] = []
             try:
                 for node in self.nodes:  # all launched first: none answers before a majority of the quorum runs
                     pid, started_now = node.launch(notes)
@@ -165,7 +189,7 @@ class LocalCluster:
             yield from self.nodes[0].follow()
         lines: queue.Queue[str] = queue.Queue()
 
-        def pump(node: LocalBroker) -> None:
+        def pump(node: ClusterNode) -> None:
             for line in node.follow():
                 lines.put(f"node-{node.node.node_id} | {line}")
 
@@ -180,7 +204,8 @@ class LocalCluster:
 
     def _refuse_other_size(self) -> None:
         recorded = self.recorded()
-        if self.brokers != recorded and any(node.status().running for node in LocalCluster(self.settings).nodes):
+        recorded_nodes = LocalCluster(self.settings, make_node=self.make_node).nodes
+        if self.brokers != recorded and any(node.status().running for node in recorded_nodes):
             raise BrokerError(
                 f"{self.root_dir} runs a local broker of {recorded} node(s); stop it first "
                 f"(`agl-events kafka stop`) to start {self.brokers}, or use another --home / AGL_HOME.")

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from agl_events.broker.install import (
     DEPLOY_DIR,
     FAILURE_LOG_LINES,
@@ -30,6 +32,19 @@ from agl_events.topics import replication_for
 #: Kafka's runtime class path in a checkout, shared by all its homes; `make` fetches it there (see pom.xml).
 #: None for an installed package, whose site-packages is no place for downloads: each home fetches its own.
 LIBS_DIR: Path | None = DEPLOY_DIR / "target" / "libs" if PROJECT_ROOT is not None else None
+
+
+class BrokerStatus(BaseModel):
+    """What `start`, `stop` and `status` report about the local broker."""
+
+    running: bool
+    #: The process answers Kafka requests (False while it is still starting up).
+    ready: bool = False
+    pid: int | None = None
+    bootstrap: str
+    data_dir: Path
+    log_file: Path
+    message: str = ""
 
 
 @dataclass(frozen=True)

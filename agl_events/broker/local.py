@@ -24,9 +24,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from agl_events.broker.home import BrokerHome
+from agl_events.broker.cluster import LocalCluster
+from agl_events.broker.home import BrokerHome, BrokerStatus
 from agl_events.broker.install import (
     KAFKA_MAIN_CLASS,
     BrokerError,
@@ -40,19 +39,6 @@ from agl_events.proc.locks import file_lock
 from agl_events.proc.logs import follow_file, tail_file
 from agl_events.proc.pids import command_line, process_alive, send_signal, track, wait_for_exit
 from agl_events.proc.ports import port_accepts, port_free
-
-
-class BrokerStatus(BaseModel):
-    """What `start`, `stop` and `status` report about the local broker."""
-
-    running: bool
-    #: The process answers Kafka requests (False while it is still starting up).
-    ready: bool = False
-    pid: int | None = None
-    bootstrap: str
-    data_dir: Path
-    log_file: Path
-    message: str = ""
 
 
 class LocalBroker(BrokerHome):
@@ -258,9 +244,12 @@ def ensure_broker(settings: Settings, timeout: float = 60.0) -> str:
     if not settings.uses_local_broker:
         require_reachable(settings.bootstrap_servers, settings.kafka_timeout)
         return settings.bootstrap_servers
-    from agl_events.broker.cluster import LocalCluster  # it builds on LocalBroker: imported here, not circularly
+    return local_cluster(settings).start(timeout=timeout).bootstrap
 
-    return LocalCluster(settings).start(timeout=timeout).bootstrap
+
+def local_cluster(settings: Settings, brokers: int | None = None) -> LocalCluster:
+    """The local broker of `settings.home` as a cluster of `brokers` LocalBroker nodes (None: the home's size)."""
+    return LocalCluster(settings, brokers, make_node=LocalBroker)
 
 
 def probe(bootstrap: str, timeout: float = 2.0, *, port: int | None = None) -> bool:

@@ -32,6 +32,7 @@ import httpx
 from pydantic import BaseModel, Field, model_validator
 
 from agl_events.broker.cluster import LocalCluster, free_cluster_ports
+from agl_events.broker.local import local_cluster
 from agl_events.chaos.agent import SPANS_PER_ATTEMPT
 from agl_events.chaos.checks import TERMINAL, Findings, check
 from agl_events.chaos.cluster import Failover, kill_busiest_leader, rolling_restart
@@ -223,8 +224,8 @@ def _processor_matches(deployment: Deployment, view: Path, rollout_ids: list[str
 def _own_cluster(config: ChaosConfig) -> LocalCluster:
     """A broker of the run's own, in its folder and on free ports, so the user's broker is never touched."""
     port, controller_port = free_cluster_ports(config.brokers)
-    return LocalCluster(Settings(home=config.home, local_port=port, local_controller_port=controller_port,
-                                 bootstrap=None), config.brokers)
+    return local_cluster(Settings(home=config.home, local_port=port, local_controller_port=controller_port,
+                                  bootstrap=None), config.brokers)
 
 
 def run_chaos(config: ChaosConfig, say: Say = print, cluster: LocalCluster | None = None) -> ChaosReport:

@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from agl_events.broker import BrokerError, BrokerStatus, probe
-from agl_events.broker.cluster import ClusterStatus, LocalCluster
+from agl_events.broker.cluster import ClusterStatus
+from agl_events.broker.local import local_cluster
 from agl_events.cli.context import settings
 from agl_events.config import Settings
 from agl_events.log.kafka_config import connection_config, redacted
@@ -98,7 +99,7 @@ def start(
     time)."""
     cfg = settings(ctx)
     _refuse_remote(cfg, "start")
-    _print_cluster(_guarded(lambda: LocalCluster(cfg, brokers).start(timeout=timeout)))
+    _print_cluster(_guarded(lambda: local_cluster(cfg, brokers).start(timeout=timeout)))
 
 
 @kafka_app.command()
@@ -109,7 +110,7 @@ def stop(
     """Stop the local broker (every node of a local cluster) cleanly; its data is kept for the next start."""
     cfg = settings(ctx)
     _refuse_remote(cfg, "stop")
-    _print_cluster(_guarded(lambda: LocalCluster(cfg).stop(timeout=timeout)))
+    _print_cluster(_guarded(lambda: local_cluster(cfg).stop(timeout=timeout)))
 
 
 @kafka_app.command()
@@ -124,7 +125,7 @@ def status(ctx: typer.Context) -> None:
         if shown := redacted(connection_config()):  # which settings were used, secrets hidden
             _console().print(Text("connection settings: " + ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))))
         raise typer.Exit(0 if reachable else EXIT_NOT_RUNNING)
-    cluster_status = _guarded(LocalCluster(cfg).status)
+    cluster_status = _guarded(local_cluster(cfg).status)
     _print_cluster(cluster_status)
     raise typer.Exit(0 if cluster_status.ready else EXIT_NOT_RUNNING)
 
@@ -136,7 +137,7 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines (Ctrl-C).")] = False,
 ) -> None:
     """Print the end of the local broker's log (server.log; each node's, prefixed, for a local cluster)."""
-    broker = LocalCluster(settings(ctx))
+    broker = local_cluster(settings(ctx))
     missing = [node.log_file for node in broker.nodes if not node.log_file.exists()]
     if len(missing) == len(broker.nodes) and not follow:
         _console().print(Text(f"no broker log yet at {', '.join(map(str, missing))}", style="yellow"))

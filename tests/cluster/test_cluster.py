@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agl_events.broker.cluster import LocalCluster, free_cluster_ports
+from agl_events.broker.local import local_cluster
 from agl_events.chaos.run import ChaosConfig, run_chaos
 from agl_events.cli.main import app
 from agl_events.config import Settings
@@ -36,7 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     port, controller_port = free_cluster_ports(3)
     settings = Settings(home=tmp_path_factory.mktemp("cluster-home"), local_port=port,
                         local_controller_port=controller_port)
-    managed = LocalCluster(settings, 3)
+    managed = local_cluster(settings, 3)
     try:
         managed.start(timeout=120)
         yield managed
