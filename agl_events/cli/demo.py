@@ -31,10 +31,13 @@ def demo(ctx: typer.Context,
          task: Annotated[str, typer.Option(help="What GRPO teaches: reverse (three digits, one LLM call a rollout) or "
                                                 "tools (name a tool, then answer from its output: two calls).")
                          ] = "reverse",
-         steps: Annotated[int, typer.Option(min=1, help="GRPO steps of 8 prompts x 8 samples.")] = 90,
+         steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps of 8 prompts x 8 samples (default: the "
+                                                                 "task's, 90 for reverse, 150 for tools).")] = None,
          rollouts: Annotated[int, typer.Option(min=1, help="Rollouts to enqueue (baseline).")] = 200,
          runners: Annotated[int, typer.Option(min=1, help="Runner processes.")] = 4) -> None:
     """Train an agent end to end through Kafka, then rebuild the view from the log and compare it."""
+    if task not in TASKS:  # before a broker is started for it
+        raise typer.BadParameter(f"no task {task!r}: one of {', '.join(TASKS)}", param_hint="--task")
     cfg = settings(ctx)
     cfg = cfg.model_copy(update={"bootstrap": ensure_broker(cfg)})
     console = Console()
@@ -51,10 +54,9 @@ def demo(ctx: typer.Context,
         raise typer.Exit(1)
 
 
-def _learn(cfg: Settings, task_name: str, steps: int, runners: int, console: Console) -> bool:
-    if task_name not in TASKS:
-        raise typer.BadParameter(f"no task {task_name!r}: one of {', '.join(TASKS)}", param_hint="--task")
+def _learn(cfg: Settings, task_name: str, steps: int | None, runners: int, console: Console) -> bool:
     task = TASKS[task_name]
+    steps = steps or task.steps
     try:  # torch is the `training` extra: imported only when this job runs, so the CLI starts without it
         learn = importlib.import_module("agl_events.demo.learn")
     except ImportError as exc:

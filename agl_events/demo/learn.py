@@ -68,7 +68,7 @@ def run_learning_demo(settings: Settings, steps: int = 90, runners: int = 4, eva
     seconds = time.perf_counter() - started
     curve = write_curve(settings.home / "demo" / settings.experiment, grpo.train_rewards,
                         [(e.step, e.mean_reward) for e in grpo.history],
-                        f"GRPO through Kafka: {task.name}, {task.goal} ({settings.experiment})")
+                        f"GRPO through Kafka: {task.title} ({settings.experiment})")
     live, rebuilt = live_and_rebuilt(trainer.settings_used, root / "live", root / "rebuilt")
     shutil.rmtree(root, ignore_errors=True)
     return LearnReport(settings.experiment, grpo.history, grpo.train_rewards,

@@ -22,7 +22,7 @@ MakeTasks = Callable[[int, int, Sequence[dict[str, Any]]], list[dict[str, Any]]]
 
 @dataclass(frozen=True)
 class DemoTask:
-    """One trainable task. `lr`, `epochs` and `entropy_coef` are its GRPO recipe (`demo.learn`)."""
+    """One trainable task. `steps`, `lr`, `epochs` and `entropy_coef` are its GRPO recipe (`demo.learn`)."""
 
     name: str
     agent: LitAgent[Any]
@@ -30,8 +30,11 @@ class DemoTask:
     play: Callable[[dict[str, Any], Callable[[str, int], str]], float]
     #: What the policy learns, as the CLI says it ("to reverse three digits").
     goal: str
+    #: The learning curve's title (a line of the PNG).
+    title: str
     #: `Trainer(adapter=...)`: how the samples worker turns a rollout's spans into transitions.
     adapter: Mapping[str, Any]
+    steps: int
     lr: float
     epochs: int
     entropy_coef: float
@@ -44,9 +47,11 @@ TASKS: dict[str, DemoTask] = {task.name: task for task in (
     #: none of them held out), 4 epochs per batch, and an entropy bonus of 0.05 against that collapse; measured
     #: in docs/training-loop.md.
     DemoTask("reverse", reverse.reverse_agent, reverse.reverse_tasks, reverse.play, "to reverse three digits",
-             {"llm_call_match": "litellm_request"}, lr=3e-3, epochs=4, entropy_coef=0.05),
+             "reversing three digits",
+             {"llm_call_match": "litellm_request"}, steps=90, lr=3e-3, epochs=4, entropy_coef=0.05),
     DemoTask("tools", tools.tool_agent, tools.tool_tasks, tools.play,
              "to name a tool, then answer from its output (two LLM calls a rollout)",
-             {"type": "FinalRewardTriplets", "llm_call_match": "litellm_request"}, lr=3e-3, epochs=4,
-             entropy_coef=0.05),
+             "name a tool, then answer from its output (two calls a rollout)",
+             {"type": "FinalRewardTriplets", "llm_call_match": "litellm_request"}, steps=150, lr=3e-3,
+             epochs=4, entropy_coef=0.05),
 )}

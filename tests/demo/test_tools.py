@@ -3,6 +3,9 @@ end, and GRPO giving every call of a rollout that rollout's group advantage."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from agl_events.algorithm.grpo import GRPO
@@ -57,3 +60,9 @@ def test_grpo_gives_each_call_of_a_rollout_the_rollouts_group_advantage() -> Non
     tokens = GRPO()._tokens([[sample(0, 1.0), sample(1, 0.0)]])
     assert tokens.prompts == [[1, 4], [1, 4], [1, 5], [1, 5]]  # two transitions per rollout
     assert tokens.advantages == pytest.approx([1.0, 1.0, -1.0, -1.0], abs=1e-5)  # (r - mean) / (std + eps)
+
+
+def test_the_cli_names_the_tasks_and_refuses_an_unknown_one_before_any_broker() -> None:
+    done = subprocess.run([sys.executable, "-m", "agl_events", "--bootstrap", "localhost:1", "demo", "--task", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no task 'nope': one of reverse, tools" in done.stderr
