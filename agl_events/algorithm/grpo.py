@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -88,7 +89,9 @@ class Evaluation:
 class StepStats:
     """One training step: the version it started from, the groups it trained on and how many versions
     behind that version each was enqueued (`lags`, 0 when synchronous; this trainer's groups only), the
-    groups given up as too stale once it published, and the samples the batcher has skipped as stale so far."""
+    groups given up as too stale once it published, the samples the batcher has skipped as stale so far, and
+    the seconds the trainer spent on it from its batch in hand to the version published (`busy_seconds`:
+    what the benchmarks' trainer idle share is the rest of)."""
 
     step: int
     version: int
@@ -96,6 +99,7 @@ class StepStats:
     lags: tuple[int, ...]
     dropped_groups: int
     stale_samples: int
+    busy_seconds: float
 
 
 @dataclass
@@ -179,6 +183,7 @@ class GRPO:
                 batch = await stream.next_batch(timeout=self.batch_timeout)
                 if batch is None:
                     raise TimeoutError(f"no complete batch within {self.batch_timeout:.0f} s at step {step}")
+                busy_from = time.perf_counter()
                 versions = flight.train({group[0].group_id for group in batch.groups})
                 tokens = self._tokens(batch.groups)
                 await asyncio.to_thread(self._update, policy, optimizer, tokens)
@@ -189,7 +194,7 @@ class GRPO:
                 published = await self._publish(ctx, proxy, server, uri, step + 2)
                 lags = tuple(sorted(step + 1 - v for v in versions))
                 record = StepStats(step, step + 1, len(batch.groups), lags, flight.publish(step + 2),
-                                   stream.stats.skipped_stale)
+                                   stream.stats.skipped_stale, time.perf_counter() - busy_from)
                 self.records.append(record)
                 log.info("step %d: mean reward %.3f, %d sequences, lags %s, %d groups given up as stale "
                          "(%d samples skipped as stale so far)", step, self.train_rewards[-1],

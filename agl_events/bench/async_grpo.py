@@ -15,6 +15,7 @@ the machine and its load.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import tempfile
@@ -23,30 +24,38 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agl_events.algorithm.grpo import GRPO, Evaluation
+from agl_events.bench.occupancy import busy_share
 from agl_events.broker.local import ensure_broker
 from agl_events.config import Settings
 from agl_events.demo.learn import ENTROPY_COEF, EPOCHS, GROUP_SIZE, LEARNING_RATE, PROMPTS_PER_STEP
 from agl_events.demo.reverse import reverse_agent, reverse_tasks
+from agl_events.store.readonly import ReadOnlyStore
 from agl_events.trainer import Trainer
 
 
 @dataclass(frozen=True)
 class RunFigures:
     max_staleness: int
+    seed: int
     steps: int
     seconds: float
     steps_per_s: float
+    rollouts_per_s: float
     seconds_to_target: float | None
     step_at_target: int | None
     final_reward: float
+    trainer_idle: float
+    runner_idle: float
     groups_trained: int
     groups_dropped: int
     stale_samples: int
 
 
-def run_once(settings: Settings, max_staleness: int, steps: int, eval_every: int, target: float, runners: int
-             ) -> RunFigures:
-    """One demo run at `max_staleness`, in a new experiment; times measured from the start of `fit`."""
+def run_once(settings: Settings, max_staleness: int, seed: int, steps: int, eval_every: int, target: float,
+             runners: int) -> RunFigures:
+    """One demo run at `max_staleness` with initial weights `seed`, in a new experiment; times measured from
+    the start of `fit`. The trainer is busy from a batch in hand to its version published (`StepStats`), a
+    runner from an attempt's start to its end (the rollouts' latest attempts in the run's view)."""
     reached: list[tuple[float, int]] = []
 
     def on_eval(point: Evaluation) -> None:
@@ -55,29 +64,49 @@ def run_once(settings: Settings, max_staleness: int, steps: int, eval_every: int
 
     grpo = GRPO(steps=steps, prompts_per_step=PROMPTS_PER_STEP, group_size=GROUP_SIZE, lr=LEARNING_RATE,
                 epochs=EPOCHS, entropy_coef=ENTROPY_COEF, eval_every=eval_every, max_staleness=max_staleness,
-                on_eval=on_eval)
-    experiment = f"{settings.experiment}-async{max_staleness}-{time.strftime('%Y%m%d-%H%M%S')}"
+                seed=seed, on_eval=on_eval)
+    experiment = f"{settings.experiment}-async{max_staleness}s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     root = Path(tempfile.mkdtemp(prefix="agl-async-grpo-"))
     try:
         trainer = Trainer(grpo, n_runners=runners, adapter={"llm_call_match": "litellm_request"},
                           settings=settings.model_copy(update={"experiment": experiment, "home": root}),
                           view_dir=root / "view", progress=False)
         val = reverse_tasks(32, seed=2)
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.time()
         trainer.fit(reverse_agent, reverse_tasks(steps * PROMPTS_PER_STEP, seed=1, exclude=val), val_dataset=val)
-        seconds = time.perf_counter() - started
+        seconds, ended = time.perf_counter() - started, time.time()
+        attempts, rollouts = asyncio.run(_attempt_times(root / "view"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     at = reached[0] if reached else (None, None)
-    return RunFigures(max_staleness, steps, seconds, steps / seconds, at[0], at[1], grpo.history[-1].mean_reward,
+    return RunFigures(max_staleness, seed, steps, seconds, steps / seconds, rollouts / seconds, at[0], at[1],
+                      grpo.history[-1].mean_reward,
+                      1.0 - busy_share(((0.0, r.busy_seconds) for r in grpo.records), 1, 0.0, seconds),
+                      1.0 - busy_share(attempts, runners, began, ended),
                       grpo.in_flight.trained, grpo.in_flight.dropped,
                       grpo.records[-1].stale_samples if grpo.records else 0)
 
 
+async def _attempt_times(view: Path) -> tuple[list[tuple[float, float | None]], int]:
+    """(start, end) of every attempt in the view the run's store left, and how many rollouts it holds."""
+    store = ReadOnlyStore.open(view)
+    try:
+        rollouts = await store.query_rollouts()
+        return [(a.start_time, a.end_time) for r in rollouts for a in await store.query_attempts(r.rollout_id)
+                ], len(rollouts)
+    finally:
+        await store.close()
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--steps", type=int, default=90)
+    parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--target", type=float, default=0.9)
     parser.add_argument("--runners", type=int, default=4)
@@ -85,18 +114,27 @@ def main() -> None:
     settings = Settings.from_env()
     settings = settings.model_copy(update={"bootstrap": ensure_broker(settings)})
     runs = []
-    for k in args.staleness:
-        runs.append(run_once(settings, k, args.steps, args.eval_every, args.target, args.runners))
-        print(f"max_staleness={k} done in {runs[-1].seconds:.0f} s", flush=True)
-    print(f"{'max_staleness':>13} {'steps/s':>8} {'s to ' + str(args.target):>9} {'(step)':>6} {'final':>6} "
-          f"{'trained':>8} {'dropped':>8} {'stale smp':>9} {'total s':>8}")
+    for seed in args.seeds:  # seeds outer, so a drift in the machine's load spreads over every staleness
+        for k in args.staleness:
+            runs.append(run_once(settings, k, seed, args.steps, args.eval_every, args.target, args.runners))
+            print(f"max_staleness={k} seed={seed} done in {runs[-1].seconds:.0f} s", flush=True)
+    print(f"{'staleness':>9} {'seed':>4} {'steps/s':>7} {'rollouts/s':>10} {'s to ' + str(args.target):>8} "
+          f"{'(step)':>6} {'final':>5} {'trainer idle':>12} {'runner idle':>11} {'dropped':>7} {'stale smp':>9}")
     for r in runs:
         to_target = "-" if r.seconds_to_target is None else f"{r.seconds_to_target:.0f}"
-        print(f"{r.max_staleness:>13} {r.steps_per_s:>8.3f} {to_target:>9} {r.step_at_target or '-':>6} "
-              f"{r.final_reward:>6.2f} {r.groups_trained:>8} {r.groups_dropped:>8} {r.stale_samples:>9} "
-              f"{r.seconds:>8.0f}")
+        print(f"{r.max_staleness:>9} {r.seed:>4} {r.steps_per_s:>7.3f} {r.rollouts_per_s:>10.1f} {to_target:>8} "
+              f"{r.step_at_target or '-':>6} {r.final_reward:>5.2f} {r.trainer_idle:>12.0%} {r.runner_idle:>11.0%} "
+              f"{r.groups_dropped:>7} {r.stale_samples:>9}")
+    base = [r.seconds_to_target for r in runs if r.max_staleness == min(args.staleness)]
+    for k in args.staleness:
+        mine = [r for r in runs if r.max_staleness == k]
+        reached = [r.seconds_to_target for r in mine if r.seconds_to_target is not None]
+        ratio = (f"{_mean(reached) / _mean(base):.2f} of max_staleness={min(args.staleness)}'s"  # type: ignore[arg-type]
+                 if len(reached) == len(mine) and None not in base else "not every seed reached it")
+        print(f"max_staleness={k}: mean {_mean(reached) if reached else float('nan'):.0f} s to {args.target} "
+              f"({ratio}), final {_mean([r.final_reward for r in mine]):.2f}, "
+              f"rollouts/s {_mean([r.rollouts_per_s for r in mine]):.1f}")
     print(json.dumps({"target": args.target, "runs": [asdict(r) for r in runs]}))
-
 
 if __name__ == "__main__":
     main()
