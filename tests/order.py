@@ -16,10 +16,13 @@ TESTS = Path(__file__).resolve().parent
 
 #: The files that take longest on the 2-core machine (about 1 to 3 minutes each), longest first.
 HEAVIEST = (
+    "cluster/test_cluster.py",
+    "algorithm/test_grpo_exactly_once.py",
     "algorithm/test_grpo_pipelined.py",
+    "demo/test_tools_learns.py",
     "algorithm/test_grpo.py",
     "chaos/test_chaos_run.py",
-    "cluster/test_cluster.py",
+    "secure/test_secure.py",
     "server/test_fuzz.py",
     "runner/test_runners.py",
     "supervise/test_up.py",
