@@ -20,7 +20,6 @@ HEAVIEST = (
     "algorithm/test_grpo_exactly_once.py",
     "algorithm/test_grpo_pipelined.py",
     "demo/test_tools_learns.py",
-    "algorithm/test_grpo.py",
     "chaos/test_chaos_run.py",
     "secure/test_secure.py",
     "server/test_fuzz.py",

@@ -1,6 +1,6 @@
 """`agl-events demo`: both jobs end to end on the broker, as `make demo` runs them (shortened: one GRPO step, which
 publishes a version that the final held-out evaluation runs on; 10 baseline rollouts). Learning itself is
-tests/algorithm/test_grpo.py's."""
+tests/demo/test_tools_learns.py's (synchronous) and tests/algorithm/test_grpo_pipelined.py's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The multi-turn demo task learns end to end on the broker: every rollout calls the policy twice through the
-LLM proxy, the samples worker's FinalRewardTriplets makes a transition of each call with the final reward,
-GRPO trains on both, and held-out success (greedy, through the runners) rises."""
+"""Synchronous GRPO end to end on the broker, on the multi-turn demo task: every rollout calls the policy
+twice through the LLM proxy, the samples worker's FinalRewardTriplets makes a transition of each call with
+the final reward, GRPO trains on both, and held-out success (greedy, through the runners) rises."""
 
 from __future__ import annotations
 
@@ -41,3 +41,6 @@ def test_the_tools_task_learns_through_two_calls_a_rollout(settings: Settings, t
     assert end.mean_reward >= start.mean_reward + MARGIN, grpo.history
     # each step trained on two transitions per rollout: 8 groups x 8 rollouts x 2 calls
     assert re.findall(r"step \d+: mean reward [\d.]+, (\d+) sequences", caplog.text) == ["128"] * STEPS
+    # each version's weights and optimiser state, written before its step was committed and published
+    assert sorted(p.name for p in (tmp_path / "policy" / settings.experiment).iterdir()) == sorted(
+        [f"v{n}.pt" for n in range(1, STEPS + 2)] + [f"v{n}.optimizer.pt" for n in range(1, STEPS + 2)])

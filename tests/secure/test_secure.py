@@ -208,3 +208,29 @@ def test_the_runner_principal_may_not_delete_topics_nor_write_the_store_s_topics
     assert error is not None and error.name() == "TOPIC_AUTHORIZATION_FAILED"
     assert secured.end_offsets(rollouts) == before
     assert rollouts in secured.admin().list_topics(timeout=20).topics
+
+
+#: In a process of its own, as a trainer is (its connection settings come from AGL_KAFKA_CONFIG): open the
+#: transactional writer a GRPO trainer commits its steps with (its transactional id is the sample stream's group).
+_OPEN_STEP_WRITER = """
+import sys
+from agl_events.log.transactions import TransactionalWriter
+from agl_events.samples.stream import default_group
+TransactionalWriter(sys.argv[1], default_group(sys.argv[2]), timeout=30)
+print("initialised")
+"""
+
+
+def test_the_trainer_principal_opens_its_step_transactions_and_the_runner_principal_may_not(secured: Secured
+                                                                                          ) -> None:
+    """The one client a trainer adds to what the store, runner and worker roles run (tested above): the
+    transactional producer of its step records, whose transactional id only the trainer role is granted."""
+    def open_as(role: str) -> subprocess.CompletedProcess[str]:
+        env = {**secured.env(), "AGL_KAFKA_CONFIG": str(secured.configs[role])}
+        return subprocess.run([sys.executable, "-c", _OPEN_STEP_WRITER, secured.broker.bootstrap, EXPERIMENT],
+                              capture_output=True, text=True, timeout=120, env=env)
+
+    trainer = open_as("trainer")
+    assert trainer.returncode == 0 and trainer.stdout.strip() == "initialised", trainer.stderr
+    runner = open_as("runner")
+    assert runner.returncode != 0 and "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in runner.stderr, runner.stderr
