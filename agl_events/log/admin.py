@@ -13,7 +13,6 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from agl_events.log.clients import make_admin
 from agl_events.log.records import Position
 from agl_events.topics import LAYOUT, Replication, replication_for
 
@@ -161,9 +160,3 @@ def delete_records(admin: AdminClient, before: Mapping[Position, int], timeout: 
     futures = admin.delete_records(wanted, request_timeout=timeout, operation_timeout=timeout)
     return {(tp.topic, tp.partition): future.result().low_watermark for tp, future in futures.items()}
 
-
-def cluster_answers(bootstrap: str, timeout: float) -> bool:
-    """Whether a broker at `bootstrap` answers a metadata request within `timeout` with brokers in it, asked once
-    and quietly (librdkafka's connection errors are not logged). Raises LogError when none answers, ValueError
-    when librdkafka refuses the server list itself."""
-    return bool(make_admin(bootstrap, log_level=0).list_topics(timeout=timeout).brokers)
