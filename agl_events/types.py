@@ -102,8 +102,11 @@ class Claim(BaseModel):
     """agl-events extension: what a runner gets for a dispatched task it claimed."""
 
     rollout: AttemptedRollout
-    #: Where the rollout's span counter stands: the runner's tracer numbers spans from here.
+    #: The first of the span sequence ids the claim reserved for this attempt: the runner's tracer numbers
+    #: spans from here ...
     next_sequence_id: int
+    #: ... through here, then reserves another block of as many from the store. No other attempt gets these.
+    reserved_through: int
     #: The resources to run with: the rollout's own, or the latest ones when it names none, so a runner
     #: that has them cached makes no further call.
     resources_id: str | None

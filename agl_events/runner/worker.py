@@ -44,7 +44,7 @@ from agl_events.runner.finishes import FinishBatcher
 from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.server.client import StoreClient, StoreUnavailableError
-from agl_events.tracer import KafkaTracer
+from agl_events.tracer import KafkaTracer, ReservedIds
 from agl_events.tracer.instrument import instrument_openai
 from agl_events.types import AttemptedRollout, AttemptFinish, Claim, ProxyLLM, ResourcesUpdate
 
@@ -225,8 +225,10 @@ class Runner:
         # store: the tracer then does too, so rewards and calls keep the order they happened in.
         proxied = any(isinstance(resource, ProxyLLM) for resource in named.values())
         reserve = client.sequence_reserver(rid, aid) if proxied else None
+        block = claimed.reserved_through - claimed.next_sequence_id + 1
+        reserved = ReservedIds(claimed.reserved_through, client.sequence_reserver(rid, aid, block))
         status: Literal["succeeded", "failed"] = "succeeded"
-        context = tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve)
+        context = tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve, reserved)
         try:
             async with context:  # flushes this attempt's spans on exit
                 result = await self._call_agent(rollout, named)

@@ -194,13 +194,14 @@ class StoreClient:
         data = await self._route(routes.NEXT_SEQUENCE_ID, json={"rollout_id": rollout_id, "attempt_id": attempt_id})
         return int(data["sequence_id"])
 
-    def sequence_reserver(self, rollout_id: str, attempt_id: str) -> Callable[[], int]:
+    def sequence_reserver(self, rollout_id: str, attempt_id: str, count: int = 1) -> Callable[[], int]:
         """`next_span_sequence_id` for one attempt as a blocking call, for the tracer: it numbers a span inside
-        `span.end()`, on whichever thread ends it, where no event loop can be awaited."""
+        `span.end()`, on whichever thread ends it, where no event loop can be awaited. Each call reserves `count`
+        consecutive ids and returns the first."""
         if self._blocking is None:
             self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout,
                                           headers=self._headers)
-        http, body = self._blocking, {"rollout_id": rollout_id, "attempt_id": attempt_id}
+        http, body = self._blocking, {"rollout_id": rollout_id, "attempt_id": attempt_id, "count": count}
 
         def reserve() -> int:
             try:

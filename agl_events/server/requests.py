@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from agl_events.types import (
     AttemptedRollout,
@@ -143,6 +143,9 @@ class UpdateWorkerRequest(BaseModel):
 class NextSequenceIdRequest(BaseModel):
     rollout_id: str
     attempt_id: str
+    #: agl-events extension: reserve this many consecutive ids and answer the first (a runner's tracer that used
+    #: up its claim's block); Agent Lightning's clients leave it out: one id.
+    count: int = Field(default=1, ge=1, le=65536)
 
 
 class NextSequenceIdResponse(BaseModel):
@@ -188,6 +191,7 @@ class ClaimResponse(BaseModel):
 
     rollout: AttemptedRollout | None
     next_sequence_id: int | None
+    reserved_through: int | None = None
     resources_id: str | None = None
 
 

@@ -360,7 +360,9 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
 
     @router.post(routes.NEXT_SEQUENCE_ID.path, response_model=NextSequenceIdResponse)
     async def next_span_sequence_id(request: NextSequenceIdRequest, store: Store) -> dict[str, int]:
-        return {"sequence_id": await store.get_next_span_sequence_id(request.rollout_id, request.attempt_id)}
+        """The first of `count` consecutive ids reserved (one, as upstream, unless our tracer asks for a block)."""
+        issued = await store.get_many_span_sequence_ids([(request.rollout_id, request.attempt_id)] * request.count)
+        return {"sequence_id": issued[0]}
 
     # --- waits -------------------------------------------------------------------------------------------
     @router.post("/waits/rollouts", response_model=list[Rollout])

@@ -8,6 +8,7 @@ ownership moved. Outside a store group every command is decided here.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
@@ -157,8 +158,16 @@ class Routed:
             return []
 
         async def there(owner: str, indices: list[int]) -> list[int]:
-            return [(await self._group.forward(owner, routes.NEXT_SEQUENCE_ID, {
-                "rollout_id": pairs[i][0], "attempt_id": pairs[i][1]}))["sequence_id"] for i in indices]
+            """One forward per distinct pair, for as many ids as it occurs (a tracer's block is one call)."""
+            wanted = Counter(pairs[i] for i in indices)
+            following = {pair: (await self._group.forward(owner, routes.NEXT_SEQUENCE_ID, {
+                "rollout_id": pair[0], "attempt_id": pair[1], "count": count}))["sequence_id"]
+                for pair, count in wanted.items()}
+            issued: list[int] = []
+            for i in indices:
+                issued.append(following[pairs[i]])
+                following[pairs[i]] += 1
+            return issued
 
         return await self._router.run_many([rid for rid, _ in pairs],
                                            lambda indices: self._writes.sequence_ids([pairs[i] for i in indices]),

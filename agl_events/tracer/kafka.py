@@ -4,8 +4,10 @@ Spans stream out while the agent runs (they are the attempt's heartbeats) withou
 span: the processor queues each one on the shared idempotent producer and librdkafka batches them.
 Durability is settled at the end, in `flush`, which waits for every acknowledgement (acks=all) and
 raises if any span was lost, so a runner marks an attempt finished only once all its spans are in
-the log. Sequence ids are assigned here, in the order spans end, starting at the id the caller
-reserved, because Kafka offers no per-rollout counter and upstream adapters order by them. When someone
+the log. Sequence ids are assigned here, in the order spans end, from the block the caller reserved (a
+runner's claim reserves one), because Kafka offers no per-rollout counter and upstream adapters order by
+them; past the block the tracer reserves another from the store, one call per block. Reserved blocks keep
+two attempts of a rollout apart even while one's spans are still in a producer. When someone
 else writes spans of the same attempt meanwhile (the LLM proxy, which takes its ids from the store),
 the caller passes `reserve` and every span takes the store's next id instead (upstream's way, a store
 call per span), so both kinds interleave in the order they happened: `LlmProxyTraceToTriplet` matches
@@ -40,6 +42,15 @@ from agl_events.types import Span
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ReservedIds:
+    """Sequence ids reserved for an attempt from its first one through `last` (a claim's block); once they run
+    out, `more()` reserves another block of as many and returns its first id (a blocking store call)."""
+
+    last: int
+    more: Callable[[], int]
+
+
 class SpanFlushError(RuntimeError):
     """Some spans were not acknowledged by Kafka: the attempt's trace in the log is incomplete."""
 
@@ -52,6 +63,8 @@ class _Attempt:
     attempt_id: str
     next_sequence_id: int
     reserve: Callable[[], int] | None = None
+    reserved: ReservedIds | None = None  # None: the caller's ids are the attempt's alone, without end
+    block: int = 0  # how many ids `reserved` holds, so how many each `more()` reserves
     last_sequence_id: int = 0
     spans: list[dict[str, Any]] = field(default_factory=list)  # as produced; models only when asked for
     outstanding: int = 0
@@ -61,12 +74,18 @@ class _Attempt:
     def take_sequence_id(self) -> int:
         """The next id: local, or the store's (never below the local one, whose spans the store may not
         have folded yet) when ids are shared with another writer. A failed reservation falls back to the
-        local id: the span is kept, its place among the other writer's may be off."""
+        local id: the span is kept, its place among the other writer's may be off.
+
+        Past the reserved block the next block is reserved first; if that fails the span is not queued (and
+        the flush fails): a local id there could be another attempt's."""
         if self.reserve is not None:
             try:
                 return max(self.next_sequence_id, self.reserve())
             except Exception as exc:
                 log.warning("no sequence id from the store (%s); span numbered locally", exc)
+        elif self.reserved is not None and self.next_sequence_id > self.reserved.last:
+            self.next_sequence_id = self.reserved.more()
+            self.reserved = ReservedIds(self.next_sequence_id + self.block - 1, self.reserved.more)
         return self.next_sequence_id
 
 
@@ -93,14 +112,16 @@ class KafkaSpanProcessor(SpanProcessor):
 
     # -- attempt scope -------------------------------------------------------------------------
     def begin(self, rollout_id: str, attempt_id: str, first_sequence_id: int,
-              reserve: Callable[[], int] | None = None) -> _Attempt:
+              reserve: Callable[[], int] | None = None, reserved: ReservedIds | None = None) -> _Attempt:
         """Bind a new attempt to the current context; returns it (the handle `end` and `flush` take)."""
         with self._order:
             bound = self._current.get()
             if bound is not None and id(bound) in self._active:
                 raise RuntimeError(f"tracer is already tracing rollout {bound.rollout_id} attempt "
                                    f"{bound.attempt_id} here; one attempt at a time per context")
-            attempt = _Attempt(rollout_id, attempt_id, first_sequence_id, reserve, first_sequence_id - 1)
+            attempt = _Attempt(rollout_id, attempt_id, first_sequence_id, reserve, reserved,
+                               0 if reserved is None else reserved.last - first_sequence_id + 1,
+                               first_sequence_id - 1)
             self._active[id(attempt)] = attempt
             self._last = attempt
             self._current.set(attempt)
@@ -281,10 +302,11 @@ class TraceContext:
     Afterwards `spans_through()` says where this attempt's spans end, whatever other attempts ran meanwhile."""
 
     def __init__(self, tracer: KafkaTracer, rollout_id: str, attempt_id: str, first_sequence_id: int,
-                 reserve: Callable[[], int] | None = None) -> None:
+                 reserve: Callable[[], int] | None = None, reserved: ReservedIds | None = None) -> None:
         self._tracer = tracer
         self._args = (rollout_id, attempt_id, first_sequence_id)
         self._reserve = reserve
+        self._reserved = reserved
         self._attempt: _Attempt | None = None
 
     def spans_through(self) -> dict[int, int]:
@@ -292,7 +314,7 @@ class TraceContext:
         return self._tracer.processor.spans_through(self._attempt) if self._attempt is not None else {}
 
     def __enter__(self) -> KafkaTracer:
-        self._attempt = self._tracer.processor.begin(*self._args, self._reserve)
+        self._attempt = self._tracer.processor.begin(*self._args, self._reserve, self._reserved)
         self._tracer.activate()
         return self._tracer
 
@@ -373,10 +395,12 @@ class KafkaTracer:
         return None
 
     def trace_context(self, rollout_id: str, attempt_id: str, first_sequence_id: int = 1,
-                      reserve: Callable[[], int] | None = None) -> TraceContext:
-        """Trace one attempt: spans ending inside get sequence ids first_sequence_id, +1, ... , or each the
-        id `reserve()` gives (when another writer, the LLM proxy, shares the rollout's ids)."""
-        return TraceContext(self, rollout_id, attempt_id, first_sequence_id, reserve)
+                      reserve: Callable[[], int] | None = None, reserved: ReservedIds | None = None
+                      ) -> TraceContext:
+        """Trace one attempt: spans ending inside get sequence ids first_sequence_id, +1, ... (through
+        `reserved.last`, then from the blocks `reserved.more()` reserves), or each the id `reserve()` gives (when
+        another writer, the LLM proxy, shares the rollout's ids)."""
+        return TraceContext(self, rollout_id, attempt_id, first_sequence_id, reserve, reserved)
 
     def activate(self) -> None:
         """Make this provider the emitters' while at least one trace context is open (they may overlap)."""

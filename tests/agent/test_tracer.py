@@ -22,7 +22,7 @@ from agl_events.log.writer import EventWriter
 from agl_events.runner.results import record_result
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic
-from agl_events.tracer import KafkaTracer, SpanFlushError, span_from_otel
+from agl_events.tracer import KafkaTracer, ReservedIds, SpanFlushError, span_from_otel
 from agl_events.types import AttemptedRollout, Span
 from tests.agent import read_spans
 from tests.eventually import eventually_async
@@ -68,6 +68,33 @@ def test_spans_shared_with_another_writer_take_the_stores_ids(tracer: KafkaTrace
             with operation(step=step):
                 pass
     assert [s.sequence_id for s in tracer.get_last_trace()] == [3, 7, 9, 10]
+
+
+def test_past_its_reserved_block_an_attempt_reserves_the_next_one_in_one_call(tracer: KafkaTracer) -> None:
+    """A claim's block (here ids 5-7) numbers spans with no call; past it one call reserves a block of as many
+    (here from 20: another attempt took 8-19); a block that cannot be had fails the flush instead of numbering
+    spans with ids another attempt may hold."""
+    blocks = iter([20])
+    calls: list[int] = []
+
+    def more() -> int:
+        calls.append(1)
+        if (first := next(blocks, None)) is None:
+            raise ConnectionError("store down")
+        return first
+
+    with tracer.trace_context("ro-blocks", "at-1", first_sequence_id=5, reserved=ReservedIds(7, more)):
+        for step in range(6):
+            with operation(step=step):
+                pass
+    assert [s.sequence_id for s in tracer.get_last_trace()] == [5, 6, 7, 20, 21, 22] and len(calls) == 1
+
+    with pytest.raises(SpanFlushError), tracer.trace_context("ro-blocks", "at-2", first_sequence_id=23,
+                                                              reserved=ReservedIds(23, more)):
+        for step in range(2):
+            with operation(step=step):
+                pass
+    assert [s.sequence_id for s in tracer.get_last_trace()] == [23]
 
 def test_spans_reach_the_log_in_order_and_upstream_adapters_find_the_reward(
         tracer: KafkaTracer, bootstrap: str, experiment: str) -> None:

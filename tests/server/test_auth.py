@@ -148,7 +148,7 @@ async def test_our_client_sends_the_token(secured: RunningServer) -> None:
         claim = await client.claim(rollout.rollout_id, "w1")
         assert claim is not None
         reserve = client.sequence_reserver(rollout.rollout_id, claim.rollout.attempt.attempt_id)  # the blocking client
-        assert [reserve(), reserve()] == [claim.next_sequence_id, claim.next_sequence_id + 1]
+        assert [reserve(), reserve()] == [claim.reserved_through + 1, claim.reserved_through + 2]
         with pytest.raises(StoreAuthError, match="AGL_AUTH_TOKEN"):
             await anonymous.query_rollouts()
     finally:

@@ -286,8 +286,14 @@ def test_runner_extension_claim_runs_at_once_and_finish_checks_its_body(http: ht
     assert claim["rollout"]["status"] == "running" and attempt["status"] == "running"
     assert attempt["last_heartbeat_time"] == attempt["start_time"] and attempt["worker_id"] == "w1"
     assert claim["next_sequence_id"] == 1 and claim["resources_id"] == resources["resources_id"]
+    # ... with a block of span sequence ids of its own; its tracer reserves the next block in one call.
+    reserved = claim["reserved_through"]
+    ids = {"rollout_id": rid, "attempt_id": attempt["attempt_id"]}
+    assert http.post(f"{AGL}/spans/next", json={**ids, "count": 5}).json() == {
+        "sequence_id": reserved + 1}
+    assert http.post(f"{AGL}/spans/next", json=ids).json() == {"sequence_id": reserved + 6}
     again = http.post(f"{AGL}/rollouts/{rid}/claim", json={"worker_id": "w2"}).json()
-    assert again == {"rollout": None, "next_sequence_id": None, "resources_id": None}
+    assert again == {"rollout": None, "next_sequence_id": None, "reserved_through": None, "resources_id": None}
 
     finish = f"{AGL}/rollouts/{rid}/attempts/{attempt['attempt_id']}/finish"
     bad = http.post(finish, json={"status": "running", "spans_through": {}})
