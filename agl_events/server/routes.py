@@ -169,11 +169,11 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     async def query_rollouts(q: Annotated[QueryRolloutsRequest, Query()], store: Store) -> JSONResponse:
         return await _query_rollouts(q, store)
 
-    @router.post("/rollouts/search", response_model=PaginatedResult[RolloutOrAttempted])
+    @router.post(routes.SEARCH_ROLLOUTS.path, response_model=PaginatedResult[RolloutOrAttempted])
     async def search_rollouts(q: QueryRolloutsRequest, store: Store) -> JSONResponse:
         return await _query_rollouts(q, store)
 
-    @router.get("/rollouts/{rollout_id}", response_model=RolloutOrAttempted | None)
+    @router.get(routes.GET_ROLLOUT.path, response_model=RolloutOrAttempted | None)
     async def get_rollout_by_id(rollout_id: str, store: Store) -> JSONResponse:
         return respond(await store.get_rollout_by_id(rollout_id), RolloutOrAttempted | None)
 
@@ -259,11 +259,11 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     ) -> JSONResponse:
         return await _query_attempts(rollout_id, q, store)
 
-    @router.post("/rollouts/{rollout_id}/attempts/search", response_model=PaginatedResult[Attempt])
+    @router.post(routes.SEARCH_ATTEMPTS.path, response_model=PaginatedResult[Attempt])
     async def search_attempts(rollout_id: str, q: QueryAttemptsRequest, store: Store) -> JSONResponse:
         return await _query_attempts(rollout_id, q, store)
 
-    @router.get("/rollouts/{rollout_id}/attempts/latest", response_model=Attempt | None)
+    @router.get(routes.LATEST_ATTEMPT.path, response_model=Attempt | None)
     async def get_latest_attempt(rollout_id: str, store: Store) -> JSONResponse:
         return respond(await store.get_latest_attempt(rollout_id), Attempt | None)
 
@@ -353,7 +353,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         validate_pagination(q, Span)
         return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
 
-    @router.post("/spans/search", response_model=PaginatedResult[Span])
+    @router.post(routes.SEARCH_SPANS.path, response_model=PaginatedResult[Span])
     async def search_spans(q: QuerySpansRequest, store: Store) -> JSONResponse:
         validate_pagination(q, Span)
         return respond_page(await _spans_query(store, q), Span, limit=q.limit, offset=q.offset)
@@ -365,7 +365,7 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         return {"sequence_id": issued[0]}
 
     # --- waits -------------------------------------------------------------------------------------------
-    @router.post("/waits/rollouts", response_model=list[Rollout])
+    @router.post(routes.WAIT_ROLLOUTS.path, response_model=list[Rollout])
     async def wait_for_rollouts(request: WaitForRolloutsRequest, store: Store) -> JSONResponse:
         done = await store.wait_for_rollouts(rollout_ids=request.rollout_ids, timeout=request.timeout)
         return respond(list(done), list[Rollout])

@@ -105,7 +105,10 @@ class Ownership:
     def where(self, rollout_id: str) -> str | None:
         """Where to decide for `rollout_id`: `own_url` here, another store's URL, or None (nobody known yet,
         or ours still catching up: wait for `changed`)."""
-        partition = partition_of(rollout_id, self.partitions)
+        return self.owner_of(partition_of(rollout_id, self.partitions))
+
+    def owner_of(self, partition: int) -> str | None:
+        """Where to decide for `partition`, as `where` says for its rollouts."""
         if partition in self.owned:
             return self.own_url
         if partition in self.acquiring:

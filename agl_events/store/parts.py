@@ -1,9 +1,10 @@
 """The parts of one event-sourced store, wired from what its backend supplies, and their lifecycle.
 
-Reads answer from the view; writes decide through the committer; routed commands go to the store owning a
-rollout's partition (the group part); waits answer long polls as rollouts finish; the watchdog and the
-heartbeats decide what time and foreign spans imply. The follower feeds every folded batch to waits, fold
-listeners and heartbeats; a failure of the fold stops the store for good. `store.service` is the facade.
+Reads answer from the view (in a store group, the owner's or every member's: the routed reads); writes decide
+through the committer; routed commands go to the store owning a rollout's partition (the group part); waits
+answer long polls as rollouts finish; the watchdog and the heartbeats decide what time and foreign spans imply.
+The follower feeds every folded batch to waits, fold listeners and heartbeats; a failure of the fold stops the
+store for good. `store.service` is the facade.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agl_events.store.group import Group
 from agl_events.store.heartbeats import Heartbeats
 from agl_events.store.reads import Reads
 from agl_events.store.routed import Routed
+from agl_events.store.routed_reads import RoutedReads
 from agl_events.store.waits import Waits
 from agl_events.store.watchdog import Watchdog
 from agl_events.store.writes import Refusal, Writes
@@ -61,6 +63,7 @@ class StoreParts:
                                  backend.log.close)
         self.group = Group(router, follower or Refusal(backend.refusal), self.writes)
         self.routed = Routed(self.writes, self.group)
+        self.routed_reads = RoutedReads(self.reads, router)
         self.watchdog: Watchdog | None = None
         self.heartbeats: Heartbeats | None = None
         if follower is not None:

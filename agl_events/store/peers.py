@@ -8,6 +8,7 @@ come back as the exceptions the owner raised (an unknown rollout is still a Valu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
 
@@ -19,6 +20,12 @@ from agl_events.store.errors import NoOwnerError, NotOwnerError
 FORWARDED_HEADER = "X-AGL-Forwarded"
 #: True while a request another store forwarded is being served (set by the server from FORWARDED_HEADER).
 FORWARDED: ContextVar[bool] = ContextVar("agl_forwarded", default=False)
+#: A query over all rollouts that one store fans out to the group names, to each member, the partitions it is
+#: to answer for (comma-separated): the member answers for exactly those, or refuses (421) if it no longer owns
+#: them all, so that a partition moving while the query is on its way is answered once, never twice or not at all.
+PARTITIONS_HEADER = "X-AGL-Partitions"
+#: The partitions asked for (set by the server from PARTITIONS_HEADER); None outside a fanned-out query.
+ASKED_PARTITIONS: ContextVar[frozenset[int] | None] = ContextVar("agl_asked_partitions", default=None)
 #: A forwarded command waits for its owner like any caller waits for a commit (acks=all), plus the fold.
 PEER_TIMEOUT_SECONDS = 60.0
 
@@ -47,12 +54,15 @@ class PeerStores:
         for call in self._calls:
             call.cancel()
 
-    async def call(self, owner: str, method: str, path: str, body: Any = None) -> Any:
-        """`method path` at `owner` (a store's base URL); the JSON answer, or the owner's error raised here."""
+    async def call(self, owner: str, method: str, path: str, body: Any = None, *,
+                   partitions: Iterable[int] | None = None) -> Any:
+        """`method path` at `owner` (a store's base URL), for a fanned-out query with the `partitions` it
+        answers for; the JSON answer, or the owner's error raised here."""
         if self._stopped:
             raise NoOwnerError("this store is shutting down; ask another store of the group")
+        headers = {} if partitions is None else {PARTITIONS_HEADER: ",".join(map(str, sorted(partitions)))}
         request = asyncio.ensure_future(self._http.request(
-            method, f"{owner.rstrip('/')}{self._prefix}{path}",
+            method, f"{owner.rstrip('/')}{self._prefix}{path}", headers=headers,
             json=to_jsonable_python(body) if body is not None else None))
         self._calls.add(request)
         try:

@@ -9,6 +9,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 Condition = Callable[[dict[str, Any]], bool]
+Key = Callable[[dict[str, Any]], Any]
 
 
 def exact(field: str, value: Any) -> Condition:
@@ -98,3 +99,17 @@ def select(items: Iterable[dict[str, Any]], model: type[BaseModel], conditions: 
     pooled = matches(conditions, logic)
     chosen = [item for item in items if all(m(item) for m in must) and pooled(item)]
     return paginate(sort_items(chosen, model, sort_by, order), limit, offset)
+
+
+def merge(parts: Iterable[list[dict[str, Any]]], model: type[BaseModel], base: Key,
+          sort_by: str | None, order: str, limit: int, offset: int) -> list[dict[str, Any]]:
+    """One page from the pages of disjoint parts (a store group's members), as one store holding them all
+    would cut it: each part sorted and paged from 0 to offset+limit (`part_window`), ordered by `base` (the
+    order one store's candidates come in before the stable sort), sorted again, then cut."""
+    pooled = sorted((item for part in parts for item in part), key=base)
+    return paginate(sort_items(pooled, model, sort_by, order), limit, offset)[0]
+
+
+def part_window(limit: int, offset: int) -> tuple[int, int]:
+    """(limit, offset) a part of a fanned-out query answers with: everything that may land in the page."""
+    return (-1 if limit == -1 else offset + limit), 0

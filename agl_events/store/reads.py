@@ -25,6 +25,20 @@ from agl_events.types import (
 from agl_events.views.store_view import StoreView
 
 
+def rollout_order(sort_by: str | None, sort_order: str) -> tuple[str, str]:
+    """Rollouts come by start time, oldest first, unless the caller sorts them otherwise."""
+    return (sort_by, sort_order) if sort_by else ("start_time", "asc")
+
+
+def rollout_base_order(rollout_id_in: Sequence[str] | None, filter_logic: str) -> q.Key:
+    """The order `Reads.query_rollouts` takes its candidates in, which its stable sort keeps among equals: the
+    ids asked for as given (ANDed), else the view's key order (by id)."""
+    if rollout_id_in is not None and filter_logic == "and":
+        position = {rid: i for i, rid in enumerate(dict.fromkeys(rollout_id_in))}
+        return lambda rollout: position[rollout["rollout_id"]]
+    return lambda rollout: rollout["rollout_id"]
+
+
 class Reads:
     """Queries over `view`."""
 
@@ -50,8 +64,9 @@ class Reads:
 
     def query_rollouts(self, *, status_in: Sequence[str] | None, rollout_id_in: Sequence[str] | None,
                        rollout_id_contains: str | None, filter_logic: str, sort_by: str | None, sort_order: str,
-                       limit: int, offset: int, status: Sequence[str] | None, rollout_ids: Sequence[str] | None
-                       ) -> PaginatedResult[Rollout | AttemptedRollout]:
+                       limit: int, offset: int, status: Sequence[str] | None, rollout_ids: Sequence[str] | None,
+                       among: q.Condition | None = None) -> PaginatedResult[Rollout | AttemptedRollout]:
+        """`among`: only rollouts it holds for count (a store group's member answers for its partitions)."""
         if status is not None or rollout_ids is not None:
             warnings.warn("status and rollout_ids are deprecated; use status_in and rollout_id_in",
                           DeprecationWarning, stacklevel=3)
@@ -60,8 +75,9 @@ class Reads:
         conditions = q.conditions(among={"status": status_in, "rollout_id": rollout_id_in},
                                   containing={"rollout_id": rollout_id_contains})
         candidates = self._rollout_candidates(rollout_id_in if filter_logic == "and" else None)
-        page, total = q.select(candidates, Rollout, conditions, filter_logic, [], sort_by or "start_time",
-                               sort_order if sort_by else "asc", limit, offset)
+        sort_by, sort_order = rollout_order(sort_by, sort_order)
+        page, total = q.select(candidates, Rollout, conditions, filter_logic, [] if among is None else [among],
+                               sort_by, sort_order, limit, offset)
         return PaginatedResult(items=[self._with_attempt(r) for r in page], limit=limit, offset=offset,
                                total=total)
 

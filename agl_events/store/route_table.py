@@ -38,6 +38,14 @@ FINISH_ATTEMPTS = Route("POST", "/attempts/finish")
 ADD_SPAN = Route("POST", "/spans")
 NEXT_SEQUENCE_ID = Route("POST", "/spans/next")
 
+# -- reads a store of a group asks the rollout's owner (or, for all rollouts, every member) ----------------
+GET_ROLLOUT = Route("GET", "/rollouts/{rollout_id}")
+SEARCH_ROLLOUTS = Route("POST", "/rollouts/search")
+SEARCH_ATTEMPTS = Route("POST", "/rollouts/{rollout_id}/attempts/search")
+LATEST_ATTEMPT = Route("GET", "/rollouts/{rollout_id}/attempts/latest")
+SEARCH_SPANS = Route("POST", "/spans/search")
+WAIT_ROLLOUTS = Route("POST", "/waits/rollouts")
+
 # -- reads and other calls our client makes ---------------------------------------------------------------
 STATISTICS = Route("GET", "/statistics")
 QUERY_ROLLOUTS = Route("GET", "/rollouts")

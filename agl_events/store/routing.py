@@ -96,6 +96,20 @@ class Router:
                 return where
             await self._changed(deadline, f"rollout {rid}'s partition")
 
+    async def shares(self, deadline: float) -> dict[str | None, frozenset[int]]:
+        """Every partition by its owner (None: here), once each has one: who answers for what in a query
+        over all rollouts."""
+        assert self.ownership is not None
+        while True:
+            self._check_running()
+            owners = {p: self.ownership.owner_of(p) for p in range(self.ownership.partitions)}
+            if None not in owners.values():
+                shares: dict[str | None, set[int]] = {}
+                for partition, url in owners.items():
+                    shares.setdefault(None if url == self.ownership.own_url else url, set()).add(partition)
+                return {url: frozenset(partitions) for url, partitions in shares.items()}
+            await self._changed(deadline, "every partition")
+
     async def run(self, rid: str, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
         """`here()` if this store owns `rid`, else `there(owner_url)`; again wherever ownership moved."""
         async def listed(answer: Awaitable[T]) -> list[T]:

@@ -162,3 +162,54 @@ def test_a_runner_client_sends_each_rollout_to_the_store_owning_it(stores: Any) 
     for url, rids in sent.items():
         assert {partition_of(rid, PARTITIONS) for rid in rids} <= owned[url]
     assert [c.rollout.rollout_id if c else None for c in claims] == ids
+
+
+#: Queries over all rollouts that a store group answers by fanning out: sorting (ties across partitions too),
+#: pagination, filters, ids given in an order of their own.
+FANNED_OUT = [
+    {},
+    {"sort_by": "rollout_id", "sort_order": "desc", "limit": 5, "offset": 3},
+    {"sort_by": "status", "limit": 7},
+    {"sort_by": "status", "sort_order": "desc", "limit": 6, "offset": 9},
+    {"status_in": ["queuing"], "sort_by": "start_time", "sort_order": "desc", "limit": 4, "offset": 2},
+    {"status_in": ["succeeded", "running"], "filter_logic": "or", "rollout_id_contains": "zz", "offset": 4},
+    {"rollout_id_contains": "a", "limit": 2},
+    {"limit": -1, "offset": 10},
+    {"offset": 40},
+]
+
+
+def _search(url: str, body: dict[str, Any]) -> Any:
+    return _post(url, "/rollouts/search", body)
+
+
+def test_three_stores_answer_reads_as_one_store_does(stores: Any, settings: Settings, tmp_path: Path) -> None:
+    """Reads about one rollout (its owner answers) and queries over all rollouts (every member answers for its
+    partitions, merged) through each store of a group of 3 equal a single store's answers on the same log."""
+    group = stores(3)
+    _settled(group)
+    ids = [r["rollout_id"] for i, store in enumerate(group) for r in _post(
+        store.url, "/queues/rollouts/enqueue", {"rollouts": [{"input": 10 * i + j} for j in range(10)]})]
+    running = _post(group[0].url, "/queues/rollouts/dequeue", {"limit": 14, "worker_id": "w1"})
+    for i, rollout in enumerate(running[:8]):
+        _finish(group[i % 3].url, rollout, group[(i + 1) % 3].url)
+    single = StoreProcess(settings, tmp_path / "single", tmp_path / "single.log", "--read-only",
+                          "--as-of", "4000000000")
+    single.start()  # a view of the whole log, rebuilt now: what one store answers
+    try:
+        chosen = [ids[i] for i in (17, 3, 25, 8, 11, 29, 0)]
+        queries = [*FANNED_OUT, {"rollout_id_in": chosen}, {"rollout_id_in": chosen, "sort_by": "status"},
+                   {"rollout_id_in": chosen[:3], "status_in": ["queuing"], "filter_logic": "or"}]
+        for query in queries:
+            expected = _search(single.url, query)
+            for store in group:
+                assert _search(store.url, query) == expected, (store.url, query)
+        for rid in chosen:
+            paths = [f"/rollouts/{rid}", f"/rollouts/{rid}/attempts", f"/rollouts/{rid}/attempts/latest",
+                     f"/spans?rollout_id={rid}"]
+            for path in paths:
+                expected = httpx.get(f"{single.base}{path}", timeout=30).json()
+                for store in group:
+                    assert httpx.get(f"{store.base}{path}", timeout=30).json() == expected, (store.url, path)
+    finally:
+        single.kill9()

@@ -1,0 +1,160 @@
+"""Reads in a store group: a read about one rollout goes to its owner, a query over all rollouts to every member.
+
+The owner of a rollout's partition is the store whose view is sure to hold what was decided for it (it folds
+its own decisions before answering them), so a read about a rollout is routed like a command about it
+(`store.routing`), and a caller reads its own writes through any store. A query over all rollouts fans out:
+each member answers for the partitions this store names (`peers.PARTITIONS_HEADER`; a member that no longer
+owns them all refuses, and the query is asked again once the group said who owns what), with the first
+offset+limit rollouts of its share sorted as asked; the pages are merged and cut as one store would
+(`queries.merge`), and the totals add up. Outside a group every read is the view's (`store.reads`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agl_events.store import queries as q
+from agl_events.store import route_table as routes
+from agl_events.store.errors import NoOwnerError, NotOwnerError
+from agl_events.store.peers import ASKED_PARTITIONS, PeerStores, PeerUnavailableError
+from agl_events.store.reads import Reads, rollout_base_order, rollout_order
+from agl_events.store.routing import RETRY_SECONDS, ROUTE_WAIT_SECONDS, Router
+from agl_events.topics import partition_of
+from agl_events.types import Attempt, AttemptedRollout, PaginatedResult, Rollout, Span
+
+
+def rollout_of(found: dict[str, Any]) -> Rollout | AttemptedRollout:
+    """A rollout as JSON, with its latest attempt where it has one (what the REST API answers)."""
+    return AttemptedRollout.model_validate(found) if found.get("attempt") else Rollout.model_validate(found)
+
+
+def in_partitions(partitions: frozenset[int], count: int) -> q.Condition:
+    return lambda rollout: partition_of(rollout["rollout_id"], count) in partitions
+
+
+class RoutedReads:
+    """The reads of one store over its view (`reads`) and, in a group, the other members."""
+
+    def __init__(self, reads: Reads, router: Router) -> None:
+        self._reads = reads
+        self._router = router
+
+    @property
+    def _peers(self) -> PeerStores:
+        assert self._router.peers is not None, "a store group has peers"
+        return self._router.peers
+
+    # -- one rollout: its owner answers -------------------------------------------------------------------------
+    async def get_rollout_by_id(self, rollout_id: str) -> Rollout | AttemptedRollout | None:
+        async def here() -> Rollout | AttemptedRollout | None:
+            return self._reads.get_rollout_by_id(rollout_id)
+
+        async def there(owner: str) -> Rollout | AttemptedRollout | None:
+            found = await self._peers.call(owner, routes.GET_ROLLOUT.method,
+                                           routes.GET_ROLLOUT.url(rollout_id=rollout_id))
+            return None if found is None else rollout_of(found)
+
+        return await self._router.run(rollout_id, here, there)
+
+    async def query_attempts(self, rollout_id: str, *, sort_by: str | None, sort_order: str, limit: int,
+                             offset: int) -> PaginatedResult[Attempt]:
+        async def here() -> PaginatedResult[Attempt]:
+            return self._reads.query_attempts(rollout_id, sort_by=sort_by, sort_order=sort_order, limit=limit,
+                                              offset=offset)
+
+        async def there(owner: str) -> PaginatedResult[Attempt]:
+            page = await self._peers.call(owner, routes.SEARCH_ATTEMPTS.method,
+                                          routes.SEARCH_ATTEMPTS.url(rollout_id=rollout_id),
+                                          {"sort_by": sort_by, "sort_order": sort_order, "limit": limit,
+                                           "offset": offset})
+            return PaginatedResult[Attempt].model_validate(page)
+
+        return await self._router.run(rollout_id, here, there)
+
+    async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
+        async def here() -> Attempt | None:
+            return self._reads.get_latest_attempt(rollout_id)
+
+        async def there(owner: str) -> Attempt | None:
+            found = await self._peers.call(owner, routes.LATEST_ATTEMPT.method,
+                                           routes.LATEST_ATTEMPT.url(rollout_id=rollout_id))
+            return None if found is None else Attempt.model_validate(found)
+
+        return await self._router.run(rollout_id, here, there)
+
+    async def query_spans(self, rollout_id: str, attempt_id: str | None, *, equal: dict[str, str | None],
+                          containing: dict[str, str | None], filter_logic: str, limit: int, offset: int,
+                          sort_by: str | None, sort_order: str) -> PaginatedResult[Span]:
+        async def here() -> PaginatedResult[Span]:
+            return self._reads.query_spans(rollout_id, attempt_id, equal=equal, containing=containing,
+                                           filter_logic=filter_logic, limit=limit, offset=offset, sort_by=sort_by,
+                                           sort_order=sort_order)
+
+        async def there(owner: str) -> PaginatedResult[Span]:
+            page = await self._peers.call(owner, routes.SEARCH_SPANS.method, routes.SEARCH_SPANS.path, {
+                "rollout_id": rollout_id, "attempt_id": attempt_id, **equal,
+                **{f"{field}_contains": value for field, value in containing.items()},
+                "filter_logic": filter_logic, "limit": limit, "offset": offset, "sort_by": sort_by,
+                "sort_order": sort_order})
+            return PaginatedResult[Span].model_validate(page)
+
+        return await self._router.run(rollout_id, here, there)
+
+    # -- all rollouts: every member answers for its partitions --------------------------------------------------
+    async def query_rollouts(self, *, status_in: Sequence[str] | None, rollout_id_in: Sequence[str] | None,
+                             rollout_id_contains: str | None, filter_logic: str, sort_by: str | None,
+                             sort_order: str, limit: int, offset: int, status: Sequence[str] | None,
+                             rollout_ids: Sequence[str] | None) -> PaginatedResult[Rollout | AttemptedRollout]:
+        ownership = self._router.ownership
+        asked = ASKED_PARTITIONS.get()
+        query: dict[str, Any] = dict(status_in=status_in, rollout_id_in=rollout_id_in,
+                                     rollout_id_contains=rollout_id_contains, filter_logic=filter_logic,
+                                     sort_by=sort_by, sort_order=sort_order, limit=limit, offset=offset)
+        if ownership is None:
+            return self._reads.query_rollouts(**query, status=status, rollout_ids=rollout_ids)
+        if asked is not None:  # our share of a query another member fanned out
+            if not asked <= ownership.owned:
+                raise NotOwnerError(f"partitions {sorted(asked - ownership.owned)} are not owned here")
+            return self._reads.query_rollouts(**query, status=status, rollout_ids=rollout_ids,
+                                              among=in_partitions(asked, ownership.partitions))
+        query.update(status_in=status_in if status_in is not None else status,
+                     rollout_id_in=rollout_id_in if rollout_id_in is not None else rollout_ids)
+        pages = await self._fan_out(query, ownership.partitions)
+        merged = q.merge((items for items, _ in pages), Rollout, rollout_base_order(query["rollout_id_in"],
+                                                                                   filter_logic),
+                         *rollout_order(sort_by, sort_order), limit, offset)
+        return PaginatedResult(items=[rollout_of(r) for r in merged], limit=limit, offset=offset,
+                               total=sum(total for _, total in pages))
+
+    async def _fan_out(self, query: dict[str, Any], count: int) -> list[tuple[list[dict[str, Any]], int]]:
+        """Each owner's share of `query` as (its first offset+limit rollouts as JSON, its total); asked again
+        wherever a share's owner changed on the way."""
+        share_limit, share_offset = q.part_window(query["limit"], query["offset"])
+        share = {**query, "limit": share_limit, "offset": share_offset}
+        deadline = time.monotonic() + ROUTE_WAIT_SECONDS
+
+        async def ask(owner: str | None, partitions: frozenset[int]) -> tuple[list[dict[str, Any]], int]:
+            if owner is None:
+                assert self._router.ownership is not None
+                if not partitions <= self._router.ownership.owned:
+                    raise NotOwnerError(f"partitions {sorted(partitions)} moved")
+                page = self._reads.query_rollouts(**share, status=None, rollout_ids=None,
+                                                  among=in_partitions(partitions, count))
+                return [r.model_dump(mode="json") for r in page.items], page.total
+            answer = await self._peers.call(owner, routes.SEARCH_ROLLOUTS.method, routes.SEARCH_ROLLOUTS.path,
+                                            share, partitions=partitions)
+            return answer["items"], answer["total"]
+
+        while True:
+            shares = await self._router.shares(deadline)
+            try:
+                return list(await asyncio.gather(*(ask(owner, ps) for owner, ps in shares.items())))
+            except (NotOwnerError, PeerUnavailableError) as exc:
+                self._router.refresh()
+                if time.monotonic() > deadline:
+                    raise NoOwnerError(f"the store group did not answer a query over all rollouts within "
+                                       f"{ROUTE_WAIT_SECONDS:.0f} s (last: {exc})") from exc
+                await asyncio.sleep(RETRY_SECONDS)
