@@ -8,16 +8,27 @@ Views keep their own positions and read with `log.reader.EventReader` instead.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_STORED,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from agl_events.log.clients import Consumer, make_consumer
 from agl_events.log.records import Position, RawRecord
 
 log = logging.getLogger(__name__)
 
+#: Seconds `GroupConsumer.assign` asks for a group's committed offsets, and the pause between two asks.
+COMMITTED_SECONDS, COMMITTED_RETRY_SECONDS = 60.0, 0.2
 #: Called with the partitions a rebalance moved (on this consumer's poll thread).
 Rebalanced = Callable[[list[Position]], None]
 
@@ -69,10 +80,33 @@ class GroupConsumer:
             raise RuntimeError(f"topic {topic} does not exist; run `agl-events topics create`")
         return sorted(info.partitions)
 
-    def assign(self, topic: str, start: Start) -> None:
+    def assign(self, topic: str, start: Start, timeout: float = COMMITTED_SECONDS) -> None:
         """Read every partition of `topic` from `start`, outside the group's rebalancing (no waiting for a dead
-        member's session to end)."""
-        self._consumer.assign([TopicPartition(topic, p, start.value) for p in self.partitions(topic)])
+        member's session to end).
+
+        From `Start.STORED`, the group's committed offsets are fetched here first, asked again until the group's
+        coordinator answers for every partition (KafkaException after `timeout` s). Left to librdkafka (an
+        OFFSET_STORED assignment), a fetch answered NOT_COORDINATOR, as a fresh broker answers while it loads
+        `__consumer_offsets`, is retried twice and its partitions are then never read until assigned again."""
+        partitions = [TopicPartition(topic, p, start.value) for p in self.partitions(topic)]
+        self._consumer.assign(self._committed(partitions, timeout) if start is Start.STORED else partitions)
+
+    def _committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        """`partitions` at the group's committed offsets (OFFSET_INVALID where none is, so the reset policy applies)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                found = self._consumer.committed(partitions, timeout=max(0.1, deadline - time.monotonic()))
+                failed = [tp.error for tp in found if tp.error is not None]
+                if not failed:
+                    return list(found)
+                error = failed[0]
+            except KafkaException as exc:
+                error = exc.args[0]
+            if time.monotonic() >= deadline:
+                raise KafkaException(error)
+            log.info("%s: committed offsets not fetched yet (%s); asking again", self._what, error)
+            time.sleep(COMMITTED_RETRY_SECONDS)
 
     def subscribe(self, topic: str, on_assign: Rebalanced | None = None, on_revoke: Rebalanced | None = None
                   ) -> None:

@@ -24,6 +24,9 @@ from agl_events.broker import BrokerError, BrokerStatus, LocalBroker, ensure_bro
 from agl_events.broker.reach import KafkaUnreachableError
 from agl_events.cli.main import app
 from agl_events.config import Settings
+from agl_events.log.admin import create_topic
+from agl_events.log.clients import make_admin
+from agl_events.log.consumer import GroupConsumer, Start
 from agl_events.proc.ports import free_port
 from tests.eventually import eventually
 
@@ -96,6 +99,49 @@ def test_start_reports_a_running_broker(broker: LocalBroker, started: BrokerStat
     assert broker.cluster_id_file.read_text().strip()
     status = broker.status()
     assert status.running and status.ready and status.pid == started.pid
+
+
+#: Readers of as many groups (so of as many `__consumer_offsets` partitions) started at once on the fresh broker.
+GROUP_READERS = 20
+
+
+@pytest.mark.kafka
+def test_group_readers_started_while_the_fresh_broker_loads_its_group_coordinators_read_every_partition(
+        broker: LocalBroker, started: BrokerStatus) -> None:
+    """Readers assigned at their group's committed offsets (`Start.STORED`, as the store's ingester reads task
+    requests) just after the broker created `__consumer_offsets`: each reads every partition. Left to librdkafka,
+    an offset fetch answered NOT_COORDINATOR (a coordinator not loaded yet) is retried twice and its partitions are
+    then never read, until assigned again (a test_dlq task request once never reached the DLQ so); 6 of 20 readers
+    here read nothing before `GroupConsumer.assign` fetched the offsets itself. The first test on this broker to
+    use a consumer group: the round trip below creates `__consumer_offsets` otherwise."""
+    admin = make_admin(started.bootstrap)
+    topic = "agl-test-stored-offsets"
+    create_topic(admin, topic, 3)
+    producer = Producer({"bootstrap.servers": started.bootstrap})
+    for partition in range(3):
+        producer.produce(topic, value=b"x", partition=partition)
+    assert producer.flush(30) == 0
+    trigger = Consumer({"bootstrap.servers": started.bootstrap, "group.id": "agl-test-trigger"})
+    readers: list[GroupConsumer] = []
+    try:
+        trigger.subscribe([topic])  # its coordinator lookup makes the broker create __consumer_offsets
+        eventually(lambda: "__consumer_offsets" in admin.list_topics(timeout=5).topics, "__consumer_offsets created")
+        readers = [GroupConsumer(started.bootstrap, f"agl-test-stored-{n}", f"reader {n}",
+                                 **{"enable.partition.eof": False}) for n in range(GROUP_READERS)]
+        for reader in readers:
+            reader.assign(topic, Start.STORED)
+        read: dict[int, set[int]] = {n: set() for n in range(GROUP_READERS)}
+
+        def unread() -> dict[int, set[int]]:
+            for n, reader in enumerate(readers):
+                read[n] |= {record.partition for record in reader.consume(10, 0.01)}
+            return {n: partitions for n, partitions in read.items() if partitions != {0, 1, 2}}
+
+        eventually(unread, "every reader read all three partitions", until=lambda left: not left)
+    finally:
+        trigger.close()
+        for reader in readers:
+            reader.close()
 
 
 @pytest.mark.kafka
