@@ -9,8 +9,8 @@ processor` worker and `agl-events runner` commands, each started again after its
 once: its ports and files are the run's, so the user's broker is never touched). Rollouts retry an attempt
 that went unresponsive (its runner was killed) or failed (its store went away mid-call), up to `max_attempts`.
 
-Kills are spread over the workload by progress, not time: kill k lands when k/(kills+2) of the rollouts have
-finished, and the broker restart halfway, so a run on a slower machine still kills mid-work.
+Kills and restarts are spread over the workload by progress, each fed rollouts of its own so that it lands
+while rollouts run (`chaos.plan`).
 
 On a cluster, a run without process kills must also show its clients nothing: no failed call of the run's own
 (enqueue, progress), no attempt that did not succeed (an agent's or runner's error), as Kafka's replication
@@ -25,6 +25,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from agl_events.chaos.agent import SPANS_PER_ATTEMPT
 from agl_events.chaos.checks import TERMINAL, Findings, check
 from agl_events.chaos.cluster import Failover, kill_busiest_leader, rolling_restart
 from agl_events.chaos.deployment import Deployment
+from agl_events.chaos.plan import Step, plan
 from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
@@ -49,8 +51,12 @@ from agl_events.store.readonly import ReadOnlyStore
 from agl_events.topics import LAYOUT
 from agl_events.views.rocks import RocksKV
 
-#: Seconds without a heartbeat or span after which the store's watchdog declares an attempt unresponsive.
+#: Seconds without a heartbeat or span after which the store's watchdog declares an attempt unresponsive: on one
+#: broker short, so that an attempt whose runner was killed is retried soon ...
 UNRESPONSIVE_SECONDS = 3.0
+#: ... on a cluster longer than a leader's failover (10-16 s measured on a loaded 2-core machine), during which
+#: live attempts' heartbeats and spans wait: with 3 s the 8,000-rollout run retried a rollout that was running.
+CLUSTER_UNRESPONSIVE_SECONDS = 30.0
 Say = Callable[[str], None]
 
 
@@ -77,6 +83,10 @@ class ChaosConfig(BaseModel):
         if self.brokers > 1 and self.broker_restarts:
             raise ValueError("a cluster is restarted node by node (rolling_restart), not whole (broker_restarts)")
         return self
+
+    @property
+    def unresponsive_seconds(self) -> float:
+        return CLUSTER_UNRESPONSIVE_SECONDS if self.brokers > 1 else UNRESPONSIVE_SECONDS
 
     @property
     def clients_must_see_nothing(self) -> bool:
@@ -139,33 +149,28 @@ def _finished(store_url: str) -> int | None:
         return None
 
 
-def _enqueue(store_url: str, config: ChaosConfig) -> list[str]:
-    """Enqueue the workload in batches; returns the acknowledged rollout ids."""
-    rollout_config = {"unresponsive_seconds": UNRESPONSIVE_SECONDS, "max_attempts": config.max_attempts,
+def _enqueue(store_url: str, config: ChaosConfig, rollouts: range, into: list[str]) -> None:
+    """Enqueue these rollouts of the workload in batches, adding each batch's ids to `into` once acknowledged."""
+    rollout_config = {"unresponsive_seconds": config.unresponsive_seconds, "max_attempts": config.max_attempts,
                       "retry_condition": ["unresponsive", "timeout", "failed"]}
-    ids: list[str] = []
-    for first in range(0, config.rollouts, 50):
+    for first in range(rollouts.start, rollouts.stop, 50):
         batch = [{"input": {"i": i, "step_seconds": config.step_seconds}, "config": rollout_config}
-                 for i in range(first, min(first + 50, config.rollouts))]
+                 for i in range(first, min(first + 50, rollouts.stop))]
         response = httpx.post(f"{store_url}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch}, timeout=60)
         response.raise_for_status()
-        ids += [r["rollout_id"] for r in response.json()]
-    return ids
+        into += [r["rollout_id"] for r in response.json()]
 
 
-def _plan(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
-    """(fraction of rollouts finished, what to do) for each kill ("leader": a cluster's), the broker restart and
-    the rolling restart, in order."""
-    targets = ["store", "processor", "runner"] * (config.kills // 3 + 1)
-    chosen = targets[:3] + rng.sample(targets[3:], max(0, config.kills - 3)) if config.kills >= 3 else \
-        targets[:config.kills]
-    chosen += ["leader"] * config.leader_kills
-    rng.shuffle(chosen)
-    n = len(chosen)
-    plan = [((k + 1) / (n + 2), target) for k, target in enumerate(chosen)]
-    restarts = ["broker"] * config.broker_restarts + ["rolling"] * config.rolling_restart
-    plan += [((n // 2 + 1.5) / (n + 2), restart) for restart in restarts]  # between kills
-    return sorted(plan)
+def _feed(store_url: str, config: ChaosConfig, steps: list[Step], enqueued: list[str], say: Say) -> bool:
+    """Enqueue the next step's rollouts; False if the store refused, the step left due with what is left to feed."""
+    fed = len(enqueued)
+    try:
+        _enqueue(store_url, config, steps[0].feed, enqueued)
+        return True
+    except httpx.HTTPError as exc:
+        steps[0] = replace(steps[0], feed=steps[0].feed[len(enqueued) - fed:])
+        say(f"enqueue before the {steps[0].action} step failed ({exc}); again")
+        return False
 
 
 async def _store_contents(url: str) -> tuple[list[Any], dict[str, Any], dict[str, Any], str]:
@@ -247,27 +252,33 @@ def run_chaos(config: ChaosConfig, say: Say = print, cluster: LocalCluster | Non
     restarts, rolling, failovers, api_errors, problems = 0, None, [], 0, []
     try:
         deployment.start()
-        enqueued = _enqueue(deployment.store_url, config)
-        say(f"enqueued {len(enqueued)} rollouts on {config.runners} runners, {config.brokers} broker(s)")
-        plan, deadline = _plan(config, rng), time.monotonic() + config.timeout
+        planned = plan(config, rng)
+        steps, deadline = list(planned.steps), time.monotonic() + config.timeout
+        enqueued: list[str] = []
+        _enqueue(deployment.store_url, config, planned.first, enqueued)
+        say(f"enqueued {len(enqueued)} of {config.rollouts} rollouts on {config.runners} runners, "
+            f"{config.brokers} broker(s); the rest one piece before each of {len(steps)} actions")
         while time.monotonic() < deadline:
             done = _finished(deployment.store_url)
             api_errors += done is None
-            if done is not None and plan and done >= plan[0][0] * config.rollouts:
-                _, action = plan.pop(0)
+            if done is not None and steps and done >= steps[0].at:
+                fed = _feed(deployment.store_url, config, steps, enqueued, say)
+                api_errors += not fed
+                action = steps.pop(0).action if fed else None
                 if action == "broker":
                     say(f"restarting the broker ({done} of {config.rollouts} rollouts finished)")
                     broker.stop()
                     broker.start(timeout=120)
                     restarts += 1
                 elif action == "leader":
+                    say(f"leader kill {len(failovers) + 1} ({done} of {len(enqueued)} enqueued rollouts finished)")
                     failovers.append(kill_busiest_leader(broker, topics, deployment.heal, say))
                 elif action == "rolling":
-                    say(f"rolling restart of {config.brokers} nodes ({done} of {config.rollouts} rollouts finished)")
+                    say(f"rolling restart of {config.brokers} nodes ({done} of {len(enqueued)} enqueued finished)")
                     rolling = rolling_restart(broker, deployment.heal, say)
-                else:
+                elif action is not None:
                     deployment.kill(action, rng)
-            if done is not None and done >= config.rollouts and not plan:
+            if done is not None and done >= config.rollouts and not steps:
                 break
             deployment.heal()
             time.sleep(0.25)

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from agl_events.broker.cluster import node_layout
 from agl_events.broker.home import BrokerHome, Node
-from agl_events.chaos.run import ChaosConfig, _plan
+from agl_events.chaos.plan import plan
+from agl_events.chaos.run import ChaosConfig
 from agl_events.config import Settings
 from agl_events.topics import Replication, replication_for
 
@@ -56,7 +57,7 @@ def test_a_cluster_run_plans_leader_kills_and_one_rolling_restart_and_refuses_wh
         tmp_path: Path) -> None:
     config = ChaosConfig(rollouts=10, kills=0, broker_restarts=0, brokers=3, leader_kills=3, rolling_restart=True,
                          home=tmp_path)
-    assert [action for _, action in _plan(config, random.Random(0))] == ["leader", "leader", "rolling", "leader"]
+    assert [step.action for step in plan(config, random.Random(0)).steps] == ["leader", "leader", "rolling", "leader"]
     assert config.clients_must_see_nothing
     with pytest.raises(ValidationError, match="need a cluster"):
         ChaosConfig(leader_kills=1, broker_restarts=0, home=tmp_path)
