@@ -1,8 +1,10 @@
 """Side by side: the same store workload on agl-events and on Agent Lightning 0.3.0, plus Kafka's raw limit.
 
     python -m agl_events.bench.compare --preset small|medium [--rollouts N --runners R --max-rounds M ...]
+    python -m agl_events.bench.compare --preset agl-minimal --scale 4 --rollouts 128 --repeat 2
 
-One invocation runs, in this order (so that each peak-memory reading only sees its own processes):
+One invocation runs, in this order (so that each peak-memory reading only sees its own processes; with
+`--repeat N` steps 1 and 2 alternate N times, and memory is read in the first round):
 1. our side: the embedded store server in this process, R runner processes with the KafkaTracer;
 2. Agent Lightning's side: `agl_side.py` in a separate venv that has only agentlightning 0.3.0
    (created on first use under `.agl/bench-venv`), its in-memory store server and its own runners;
@@ -37,6 +39,7 @@ from agl_events.bench import agl_side
 from agl_events.bench.cpu import CpuMeter
 from agl_events.bench.profile import Profiler, top_frames
 from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
+from agl_events.bench.round_trips import per_rollout, read_requests
 from agl_events.bench.stages import stage_costs
 from agl_events.bench.store_latency import percentile
 from agl_events.bench.workload import PRESETS, WorkloadParams, workload_agent
@@ -104,10 +107,12 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
                     if profile_dir is not None else None
                 if profiler is not None:
                     profiler.start()
+                calls_before = await read_requests(url)
                 started = time.time()
                 meter.start()
                 ids = await _run_all(store, params.tasks(), params.batch_size)
                 cpu = meter.stop()
+                calls = per_rollout(calls_before, await read_requests(url), len(ids))
                 profiles = profiler.stop() if profiler is not None else {}
                 seconds = time.time() - started
                 spans, dispatch, finish = 0, [], []
@@ -127,6 +132,7 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
             "finish_p50_ms": percentile(finish, 0.5), "finish_p99_ms": percentile(finish, 0.99),
             "cpu_seconds": cpu, "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
             "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN),  # the largest reaped child: a runner
+            "http_calls_per_rollout": sum(calls.values()), "http_calls_per_rollout_by_route": calls,
             **{f"profile_{name}_top": [[f.frame, round(f.self_share, 3), round(f.total_share, 3)]
                                        for f in top_frames(path)] for name, path in profiles.items()}}
 
@@ -182,6 +188,8 @@ def summarize(params: WorkloadParams, ours: dict[str, Any], agl: dict[str, Any],
         "finish_p50_ms": ours["finish_p50_ms"], "finish_p99_ms": ours["finish_p99_ms"],
         "agl_finish_p50_ms": agl.get("finish_p50_ms"), "agl_finish_p99_ms": agl.get("finish_p99_ms"),
         "rss_mb_peak": ours["store_rss_mb_peak"], "runner_rss_mb_peak": ours["runner_rss_mb_peak"],
+        "http_calls_per_rollout": ours["http_calls_per_rollout"],
+        "http_calls_per_rollout_by_route": {k: round(v, 3) for k, v in ours["http_calls_per_rollout_by_route"].items()},
         **cpu_figures(ours["cpu_seconds"]),
         **{k: v for k, v in ours.items() if k.startswith("profile_")},
     }
@@ -201,12 +209,17 @@ def render(summary: dict[str, Any], console: Console) -> None:
     def fmt(v: Any) -> str:
         return "-" if v is None else f"{v:,.1f}" if isinstance(v, float) else str(v)
 
+    processes = summary["param_our_runners"] or summary["param_runners"]
     table = Table(title=f"agl-events vs Agent Lightning 0.3.0 · {summary['param_rollouts']} rollouts, "
-                        f"{summary['param_runners']} runners, max_rounds {summary['param_max_rounds']}")
+                        f"{summary['param_runners']} runners (ours: {processes} x {summary['param_concurrency']} "
+                        f"slots), max_rounds {summary['param_max_rounds']}, span_sleep {summary['param_span_sleep']}")
     for column in ("figure", "agl-events", "Agent Lightning 0.3.0", "ours / AGL"):
         table.add_column(column, justify="right")
     table.add_row("rollouts/s", fmt(summary["ours_rollouts_per_s"]), fmt(summary["agl_rollouts_per_s"]),
                   fmt(summary["ratio_rollouts"]))
+    if len(summary.get("rounds", [])) > 1:
+        table.add_row("rollouts/s by round (ours, AGL, ratio)",
+                      "; ".join(f"{o:.1f}, {a:.1f}, {r:.1f}x" for o, a, r in summary["rounds"]), "", "")
     table.add_row("spans/s", fmt(summary["ours_spans_per_s"]), fmt(summary["agl_spans_per_s"]),
                   fmt(summary["ratio_spans"]))
     table.add_row("spans stored (expected " + str(summary["expected_spans"]) + ")", fmt(summary["ours_spans"]),
@@ -219,6 +232,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     table.add_row("store peak RSS MB", fmt(summary["rss_mb_peak"]), fmt(summary["agl_store_rss_mb_peak"]), "")
     table.add_row("runner peak RSS MB", fmt(summary["runner_rss_mb_peak"]),
                   fmt(summary["agl_children_rss_mb_peak"]) + " (any child)", "")
+    routes = ", ".join(f"{route} {calls:.2f}" for route, calls in summary["http_calls_per_rollout_by_route"].items())
+    table.add_row("HTTP calls per rollout (ours)", f"{summary['http_calls_per_rollout']:.2f}: {routes}", "", "")
     table.add_row("raw producer msgs/s (same payloads)", fmt(summary["raw_produce_per_s"]), "", "")
     fraction = summary["ingest_fraction_of_raw"]
     table.add_row("our ingest / raw", "-" if fraction is None else f"{fraction:.2%}", "", "")
@@ -241,27 +256,41 @@ def render(summary: dict[str, Any], console: Console) -> None:
 
 
 def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, raw_messages: int | None = None,
-        console: Console | None = None, profile_dir: Path | None = None) -> dict[str, Any]:
+        console: Console | None = None, profile_dir: Path | None = None, repeat: int = 1) -> dict[str, Any]:
     """The whole comparison; returns the summary (also what the last printed line holds). `profile_dir`:
-    py-spy profiles of our store and a runner (needs `py-spy`, in the test extra)."""
+    py-spy profiles of our store and a runner (needs `py-spy`, in the test extra), in the first round.
+
+    `repeat` rounds alternate the sides (ours, AGL, ours, AGL...), so a machine whose load moves during the
+    run weighs on both alike; the summary's figures are the round with the median ratio, `rounds` holds
+    every round's rollouts/s on each side and their ratio."""
     console = console or Console(stderr=True)
     bootstrap = ensure_broker(settings)
-    experiment = f"bench-{uuid.uuid4().hex[:8]}"
-    ours_settings = settings.model_copy(update={"experiment": experiment, "bootstrap": bootstrap})
-    try:
-        console.print("[bold]1/4[/bold] agl-events: embedded store + runners…")
-        broker_pid = LocalBroker(settings).status().pid if settings.uses_local_broker else None
-        ours = asyncio.run(measure_ours(ours_settings, params, broker_pid, profile_dir))
-    finally:
-        delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
     python = ensure_agl_venv(venv or settings.home / "bench-venv", console)
-    console.print("[bold]2/4[/bold] Agent Lightning 0.3.0: agl store + LitAgentRunner…")
-    agl = measure_agl(python, params)
+    broker_pid = LocalBroker(settings).status().pid if settings.uses_local_broker else None
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for round_ in range(1, repeat + 1):
+        experiment = f"bench-{uuid.uuid4().hex[:8]}"
+        ours_settings = settings.model_copy(update={"experiment": experiment, "bootstrap": bootstrap})
+        try:
+            console.print(f"[bold]1/4[/bold] agl-events: embedded store + runners (round {round_} of {repeat})…")
+            ours = asyncio.run(measure_ours(ours_settings, params, broker_pid, profile_dir if round_ == 1 else None))
+        finally:
+            delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
+        console.print(f"[bold]2/4[/bold] Agent Lightning 0.3.0: agl store + LitAgentRunner (round {round_})…")
+        pairs.append((ours, measure_agl(python, params)))
+    rates = [(o["rollouts"] / o["seconds"], a["rollouts"] / a["seconds"]) for o, a in pairs]
+    by_ratio = sorted(range(repeat), key=lambda i: rates[i][0] / rates[i][1])
+    median = by_ratio[(repeat - 1) // 2]
+    ours, agl = pairs[median]
+    first = pairs[0][0]  # profiled, and its peak RSS readings saw no AGL process (later rounds' would)
+    firsts = {k: v for k, v in first.items() if k.startswith("profile_") or k.endswith("rss_mb_peak")}
     console.print("[bold]3/4[/bold] raw producer limit…")
     payloads = encode_span_payloads(params.tasks())
     raw = raw_produce_per_s(bootstrap, payloads, raw_messages or max(20_000, 4 * len(payloads)))
     console.print("[bold]4/4[/bold] cost of one span per stage…")
-    return {**summarize(params, ours, agl, raw), **{k: round(v, 3) for k, v in stage_costs(params.tasks()).items()}}
+    return {**summarize(params, {**ours, **firsts}, agl, raw),
+            "rounds": [[round(o, 1), round(a, 1), round(o / a, 2)] for o, a in rates],
+            **{k: round(v, 3) for k, v in stage_costs(params.tasks()).items()}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -273,10 +302,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--venv", type=Path, default=None, help="the AGL venv (default: <home>/bench-venv)")
     parser.add_argument("--raw-messages", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of store and a runner here")
+    parser.add_argument("--scale", type=float, default=1.0, help="the preset this many times smaller (rollouts, "
+                        "runners, batch size; the rollouts' shape kept); the other flags apply after it")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, alternating our side and AGL's")
     args = parser.parse_args(argv)
     overrides = {k: getattr(args, k) for k in WorkloadParams.model_fields if getattr(args, k) is not None}
-    params = WorkloadParams.model_validate({**PRESETS[args.preset].model_dump(), **overrides})
-    summary = run(Settings.from_env(), params, args.venv, args.raw_messages, profile_dir=args.profile)
+    params = WorkloadParams.model_validate({**PRESETS[args.preset].scaled(args.scale).model_dump(), **overrides})
+    summary = run(Settings.from_env(), params, args.venv, args.raw_messages, profile_dir=args.profile,
+                  repeat=args.repeat)
     render(summary, Console(width=max(Console().width, 110)))
     print(json.dumps(summary), flush=True)
 

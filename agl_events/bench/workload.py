@@ -9,6 +9,7 @@ imported here, so both stores receive the same spans from the same seeds.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -40,6 +41,19 @@ class WorkloadParams(BaseModel):
     def our_processes(self) -> int:
         return self.our_runners or self.runners
 
+    def scaled(self, factor: float) -> WorkloadParams:
+        """The same scenario `factor` times smaller, for a machine that cannot hold the published one: rollouts,
+        runners and batch size divided (at least 1 each), the shape of a rollout (rounds, sleeps, rewards) kept.
+        Our side keeps as many slots in all as AGL has runners, in processes of at most the preset's slots each
+        (so a scaled agl-* preset runs one process of our runners where AGL runs several)."""
+        if factor <= 0:
+            raise ValueError(f"scale factor must be positive, got {factor}")
+        runners = max(1, round(self.runners / factor))
+        processes = max(1, math.ceil(runners / self.concurrency))
+        return self.model_copy(update={"rollouts": max(1, round(self.rollouts / factor)), "runners": runners,
+                                       "batch_size": max(1, round(self.batch_size / factor)),
+                                       "our_runners": processes, "concurrency": math.ceil(runners / processes)})
+
     def tasks(self) -> list[dict[str, Any]]:
         return make_tasks(self.rollouts, self.max_rounds, self.reward_p, self.span_sleep, self.seed)
 
@@ -59,7 +73,8 @@ class WorkloadParams(BaseModel):
 #: .github/workflows/benchmark.yml: total tasks, batch size, runners, max rounds, sleep). Its agent sleeps
 #: uniform(0, s) in each leaf and final span where ours sleeps a fixed `span_sleep`: s / 2 keeps the mean. Its
 #: runners are processes; ours are fewer processes with as many slots in all. They need far more than 2 cores
-#: and Agent Lightning's side one ~350 MB process per runner: scale them down with --rollouts / --runners.
+#: and Agent Lightning's side one ~350 MB process per runner: run them smaller with --scale F (and --rollouts for
+#: a shorter run; docs/performance.md#agent-lightnings-own-scenarios has the scales used on 2 cores).
 PRESETS: dict[str, WorkloadParams] = {
     "small": WorkloadParams(rollouts=50, runners=2, max_rounds=3),
     "medium": WorkloadParams(rollouts=200, runners=4, max_rounds=5, concurrency=16),

@@ -35,6 +35,13 @@ def bench(
     profile: Annotated[Path | None, typer.Option(
         help="Write py-spy profiles of our store and a runner over the measured window to this folder, and print "
              "their top frames (py-spy is in the test extra).")] = None,
+    scale: Annotated[float, typer.Option(
+        min=0.001, help="Run the preset this many times smaller: rollouts, runners and batch size divided, each "
+                        "rollout's shape kept (the agl-* presets need it on a small machine); the flags above "
+                        "apply after it.")] = 1.0,
+    repeat: Annotated[int, typer.Option(
+        min=1, help="Rounds of the two sides, alternated (ours, AGL, ours, AGL...); the figures are the round "
+                    "with the median ratio, every round's rates are printed too.")] = 1,
     history_spans: Annotated[int, typer.Option(
         min=0, help="Also measure the store's peak RSS while it rebuilds its view from a history of this many "
                     "spans (1000000 for the reference figure: several minutes).")] = 0,
@@ -46,12 +53,12 @@ def bench(
              "span_sleep": span_sleep, "reward_p": reward_p, "seed": seed, "concurrency": concurrency,
              "our_runners": our_runners}
     overrides = {k: v for k, v in given.items() if v is not None}
-    params = WorkloadParams.model_validate({**PRESETS[preset].model_dump(), **overrides})
+    params = WorkloadParams.model_validate({**PRESETS[preset].scaled(scale).model_dump(), **overrides})
     cfg = settings(ctx)
     from agl_events.bench import history  # the benchmark's side (servers, agentlightning): imported only to run
     from agl_events.bench.compare import render, run
 
-    summary = run(cfg, params, venv, raw_messages, profile_dir=profile)
+    summary = run(cfg, params, venv, raw_messages, profile_dir=profile, repeat=repeat)
     if history_spans:
         Console(stderr=True).print(f"[bold]history[/bold]: rebuilding a store from {history_spans:,} spans…")
         summary.update({k: round(v, 3) for k, v in history.measure(cfg, history_spans).items()})

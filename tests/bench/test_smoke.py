@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agl_events.bench.agl_side import random_attributes, run_plan
 from agl_events.bench.compare import REQUIRED_KEYS, summarize
 from agl_events.bench.cpu import CpuMeter, process_cpu_seconds
+from agl_events.bench.round_trips import metrics_url, per_rollout, requests_by_route
 from agl_events.bench.stages import stage_costs
 from agl_events.bench.workload import OURS_ONLY, PRESETS, WorkloadParams, expected_spans, plan_rollout
 from agl_events.emitter import emit_reward, operation, set_active_provider
@@ -72,11 +73,43 @@ def test_agl_presets_give_our_side_as_many_slots_as_agl_has_runners() -> None:
             assert params.our_processes() * params.concurrency == params.runners, name
 
 
+def test_scaled_agl_presets_keep_the_shape_and_give_our_side_as_many_slots() -> None:
+    published = PRESETS["agl-midhigh"]
+    here = published.scaled(37.5)
+    assert (here.rollouts, here.runners, here.batch_size) == (533, 8, 55)
+    assert (here.max_rounds, here.span_sleep, here.reward_p) == (published.max_rounds, published.span_sleep,
+                                                                 published.reward_p)
+    assert (here.our_processes(), here.concurrency) == (1, 8)
+    for name, params in PRESETS.items():
+        for factor in (1, 4, 64, 10_000):
+            scaled = params.scaled(factor)
+            assert scaled.runners >= 1 and scaled.batch_size >= 1 and scaled.rollouts >= 1, (name, factor)
+            assert scaled.our_processes() * scaled.concurrency >= scaled.runners, (name, factor)
+            assert scaled.concurrency <= max(params.concurrency, 1) or scaled.our_processes() == 1, (name, factor)
+
+
+def test_round_trips_per_rollout_come_from_the_servers_request_counter() -> None:
+    def scrape(claims: int, finishes: int, scrapes: int) -> str:
+        line = 'agl_http_requests_total{{method="{m}",route="{r}",status="{s}"}} {n}.0\n'
+        return ("# TYPE agl_http_requests counter\n"
+                + line.format(m="POST", r="/experiments/{experiment}/v1/agl/claims", s="200", n=claims)
+                + line.format(m="POST", r="/experiments/{experiment}/v1/agl/claims", s="503", n=1)
+                + line.format(m="POST", r="/experiments/{experiment}/v1/agl/attempts/finish", s="200", n=finishes)
+                + line.format(m="GET", r="/metrics", s="200", n=scrapes))
+
+    before, after = requests_by_route(scrape(3, 0, 1)), requests_by_route(scrape(13, 5, 2))
+    assert before["POST /experiments/{experiment}/v1/agl/claims"] == 4  # every status counts
+    assert per_rollout(before, after, rollouts=20) == {"POST /experiments/{experiment}/v1/agl/claims": 0.5,
+                                                      "POST /experiments/{experiment}/v1/agl/attempts/finish": 0.25}
+    assert metrics_url("http://127.0.0.1:4747/experiments/e1?x=1") == "http://127.0.0.1:4747/metrics"
+
+
 def test_summary_has_the_contract_keys_and_is_json() -> None:
     params = WorkloadParams(rollouts=2, runners=1, max_rounds=1)
     ours = {"rollouts": 2, "spans": 20, "seconds": 1.0, "dispatch_p50_ms": 5.0, "dispatch_p99_ms": 9.0,
             "finish_p50_ms": 20.0, "finish_p99_ms": 30.0, "store_rss_mb_peak": 100.0, "runner_rss_mb_peak": 80.0,
-            "cpu_seconds": {"store": 0.5, "runners": 1.0, "broker": 0.5, "wall": 1.0, "cores": 2.0}}
+            "cpu_seconds": {"store": 0.5, "runners": 1.0, "broker": 0.5, "wall": 1.0, "cores": 2.0},
+            "http_calls_per_rollout": 0.5, "http_calls_per_rollout_by_route": {"POST /v1/agl/claims": 0.5}}
     agl = {"rollouts": 2, "spans": 20, "seconds": 2.0, "dispatch_p50_ms": 7.0, "dispatch_p99_ms": 11.0,
            "finish_p50_ms": 40.0, "finish_p99_ms": 60.0}
     summary = summarize(params, ours, agl, {"raw_produce_per_s": 200.0})
@@ -85,6 +118,7 @@ def test_summary_has_the_contract_keys_and_is_json() -> None:
     assert summary["ingest_fraction_of_raw"] == 0.1
     assert summary["cpu_runners_s"] == 1.0 and summary["cpu_busy_fraction"] == 1.0
     assert (summary["finish_p50_ms"], summary["agl_finish_p99_ms"]) == (20.0, 60.0)
+    assert summary["http_calls_per_rollout_by_route"] == {"POST /v1/agl/claims": 0.5}
     assert json.loads(json.dumps(summary)) == summary
 
 
