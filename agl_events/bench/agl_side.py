@@ -120,9 +120,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_port(port: int, timeout: float) -> None:
+def _wait_port(port: int, server: subprocess.Popen[bytes], timeout: float) -> None:
+    """Until the server listens. Its start is mostly importing agentlightning (litellm...), 5-10 s of CPU that a
+    loaded machine stretches to minutes, so the wait lasts while the server lives, up to `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"agl store exited with {server.returncode} before listening on port {port}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
@@ -217,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     stop = context.Event()
     runners = []
     try:
-        _wait_port(port, 60)
+        _wait_port(port, server, 600)
         url = f"http://127.0.0.1:{port}"
         runners = [context.Process(target=_runner_main, args=(url, i, stop, args.poll_interval), name=f"agl-runner-{i}")
                    for i in range(args.runners)]
