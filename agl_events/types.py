@@ -118,12 +118,14 @@ SpansThrough = dict[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
 
 
 class AttemptFinish(BaseModel):
-    """agl-events extension: one attempt a runner ends, whose spans it produced to the span topic itself."""
+    """agl-events extension: one attempt a runner ends, whose spans it produced to the span topic itself up to
+    `spans_through` (partition -> next offset). None: some were written by others too (the LLM proxy's, for a
+    rollout whose resources hold a ProxyLLM), so the store folds the span topic to where it ends now."""
 
     rollout_id: str
     attempt_id: str
     status: Literal["succeeded", "failed"]
-    spans_through: SpansThrough = {}
+    spans_through: SpansThrough | None = {}
 
 
 class FinishOutcome(BaseModel):

@@ -6,7 +6,7 @@ reports the ends that came close together in one call (`FinishBatcher`), plus on
 resources when their id changes; spans stream to Kafka in batches and are flushed before the finish is
 reported, so a rollout's spans are in the log (and in the store's view) before anyone sees it finished.
 A rollout whose resources hold a ProxyLLM also makes one call per span, for its sequence id (see
-KafkaTracer), and reports its end alone.
+KafkaTracer); its end goes in the same batched call, asking the store to fold the span topic to its ends.
 
 A runner process (`run_runner`: `agl-events runner`, `agl-events up`, the Trainer's runners) is the runner's
 own, so it makes the tracer's provider OpenTelemetry's global one and instruments the openai client as
@@ -237,11 +237,11 @@ class Runner:
             log.warning("rollout %s attempt %s failed: %r", rid, aid, exc)
             log.debug("traceback", exc_info=True)
             status = "failed"
-        if proxied:  # the proxy's spans may lie past the tracer's: the store folds to where the partitions end
-            finished = await self._report(rid, lambda: client.update_attempt(rid, aid, status=status))
-        else:  # the store records the finish once its view has read the spans up to where the tracer says
-            finish = AttemptFinish(rollout_id=rid, attempt_id=aid, status=status, spans_through=context.spans_through())
-            finished = await self._report(rid, lambda: self._finish(finishes, finish))
+        # The store records the finish once its view has read the spans up to where the tracer says; the proxy's
+        # may lie past the tracer's, so a proxied attempt's finish has it fold to where the partitions end.
+        finish = AttemptFinish(rollout_id=rid, attempt_id=aid, status=status,
+                               spans_through=None if proxied else context.spans_through())
+        finished = await self._report(rid, lambda: self._finish(finishes, finish))
         self.completed += finished
 
     @staticmethod

@@ -167,10 +167,14 @@ class Writes:
             ctx, rollout_id, attempt_id, **given))))
 
     async def finish(self, finishes: Sequence[AttemptFinish]) -> list[FinishOutcome]:
-        """The view folds to the furthest offsets any finish names, then each is decided as its own command
-        (an unknown attempt fails alone, its error in its outcome); they share the committer's batch."""
-        through: dict[int, int] = {}
+        """The view folds to the furthest offsets any finish names (to the span topic's ends if one names none:
+        a proxied attempt's), then each is decided as its own command (an unknown attempt fails alone, its
+        error in its outcome); they share the committer's batch."""
+        through: dict[int, int] | None = {}
         for finish in finishes:
+            if finish.spans_through is None or through is None:
+                through = None
+                continue
             for partition, end in finish.spans_through.items():
                 through[partition] = max(end, through.get(partition, 0))
         await self.folds.wait_folded(Topic.SPANS, through)

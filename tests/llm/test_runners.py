@@ -1,15 +1,18 @@
-"""Runner processes hand every rollout its own route on the proxy; its calls and rewards keep their order."""
+"""Runner processes hand every rollout its own route on the proxy; its calls and rewards keep their order, and
+their ends reach the store in the runners' batched finish calls."""
 
 from __future__ import annotations
 
 import pytest
 
+from agl_events.bench.round_trips import read_requests
 from agl_events.config import Settings
 from agl_events.llm.fake_backend import render_chat, token_id, tokenize
 from agl_events.llm.proxy import LLMProxy
 from agl_events.llm.spans import CALL_SPAN
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
+from agl_events.store import route_table as routes
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest
 from tests.llm.agents import asking_agent
@@ -28,11 +31,16 @@ async def test_rollouts_on_runners_call_their_own_route_and_rewards_follow_their
     pool = RunnerPool(RunnerConfig(settings=llm_settings, store_url=url, agent="x"), 1, agent=asking_agent)
     pool.start()
     try:
+        before = await read_requests(url)
         queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"q": f"question {i}"})
                                                     for i in range(3)])
         ids = [r.rollout_id for r in queued]
         done = {r.rollout_id: r.status for r in await store.wait_for_rollouts(rollout_ids=ids, timeout=120)}
         assert done == dict.fromkeys(ids, "succeeded")
+        calls = await read_requests(url) - before
+        # A proxied rollout's end goes with the others' (POST /attempts/finish), not in a call of its own.
+        assert not [route for route in calls if route.endswith(routes.UPDATE_ATTEMPT.path)]
+        assert 1 <= sum(n for route, n in calls.items() if route.endswith(routes.FINISH_ATTEMPTS.path)) <= len(ids)
         for i, rid in enumerate(ids):
             [attempt] = await store.query_attempts(rid)
             spans = list(await store.query_spans(rid))  # read at once: the finish waited for the proxy's spans

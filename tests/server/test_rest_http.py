@@ -318,8 +318,9 @@ def test_runner_extension_claims_and_finishes_in_batches(http: httpx.Client) -> 
     assert all(a["status"] == "running" and a["worker_id"] == "w1" for _, a in attempts)
     assert http.post(f"{AGL}/claims", json={"rollout_ids": []}).json() == []
 
-    finishes = [{"rollout_id": rid, "attempt_id": a["attempt_id"], "status": s, "spans_through": {}}
-                for (rid, a), s in zip(attempts, ("succeeded", "failed"), strict=True)]
+    # The second as a proxied attempt's: its spans may lie anywhere, so the store folds to the topic's ends.
+    finishes = [{"rollout_id": rid, "attempt_id": a["attempt_id"], "status": s, "spans_through": through}
+                for (rid, a), s, through in zip(attempts, ("succeeded", "failed"), ({}, None), strict=True)]
     finishes.append({"rollout_id": rest[0], "attempt_id": "at-nope", "status": "succeeded"})
     outcomes = http.post(f"{AGL}/attempts/finish", json={"finishes": finishes}).json()
     assert [o["attempt"]["status"] for o in outcomes[:2]] == ["succeeded", "failed"]
