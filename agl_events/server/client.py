@@ -146,10 +146,6 @@ class StoreClient:
                                                                               group["owners"].items()})
         return self._owners
 
-    async def update_attempt(self, rollout_id: str, attempt_id: str, **fields: Any) -> Attempt:
-        data = await self._route(routes.UPDATE_ATTEMPT, rollout_id=rollout_id, attempt_id=attempt_id, json=fields)
-        return Attempt.model_validate(data)
-
     async def finish_attempt(self, rollout_id: str, attempt_id: str, status: str, spans_through: dict[int, int]
                              ) -> Attempt:
         """End an attempt whose spans went to the span topic up to `spans_through` (partition -> next offset)."""
