@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
@@ -64,12 +64,30 @@ class EventReader:
             found.extend((topic, p) for p in sorted(info.partitions))
         return found
 
-    def assign(self, start: Mapping[Position, int] | None = None) -> None:
-        """Read every partition, from `start[(topic, partition)]` (next offset to read) or the beginning."""
+    def assign(self, start: Mapping[Position, int] | None = None,
+               only: Callable[[Position], bool] | None = None) -> None:
+        """Read every partition (or those `only` keeps), from `start[(topic, partition)]` (next offset to read)
+        or the beginning."""
         start = start or {}
-        assignment = [TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in self.partitions()]
+        assignment = [TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in self.partitions()
+                      if only is None or only((t, p))]
         self._positions = {(tp.topic, tp.partition): max(tp.offset, 0) for tp in assignment}
         self._consumer.assign(assignment)
+
+    def add(self, positions: Iterable[Position], start: Mapping[Position, int]) -> None:
+        """Read `positions` too, from `start` (next offset to read) or the beginning (a store group gave this
+        store their rollouts)."""
+        added = [TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in positions
+                 if (t, p) not in self._positions]
+        self._positions.update({(tp.topic, tp.partition): max(tp.offset, 0) for tp in added})
+        self._consumer.incremental_assign(added)
+
+    def remove(self, positions: Iterable[Position]) -> None:
+        """Stop reading `positions` (their rollouts went to another store of the group)."""
+        removed = [TopicPartition(t, p) for t, p in positions if (t, p) in self._positions]
+        for tp in removed:
+            del self._positions[(tp.topic, tp.partition)]
+        self._consumer.incremental_unassign(removed)
 
     def end_offsets(self, timeout: float = 30.0, topic: str | None = None) -> dict[Position, int]:
         """The high watermark of each assigned partition (of `topic`) now: the offset the next append gets."""
@@ -116,13 +134,16 @@ class EventReader:
         for msg in self._consumer.consume(max_records, timeout):
             error = msg.error()
             if error is not None:
+                position = (msg.topic() or "", msg.partition() or 0)
                 if error.code() == KafkaError._PARTITION_EOF:  # the end, even past offsets with no record
-                    position = (msg.topic() or "", msg.partition() or 0)
-                    self._positions[position] = max(self._positions.get(position, 0), msg.offset() or 0)
+                    if position in self._positions:  # not a partition removed since the fetch
+                        self._positions[position] = max(self._positions[position], msg.offset() or 0)
                 else:
                     log.warning("consumer error: %s", error)
                 continue
             raw = raw_of(msg)
+            if raw.position not in self._positions:  # fetched before its partition was removed
+                continue
             self._positions[raw.position] = raw.offset + 1
             try:
                 out.append(decode_record(self.codec, raw, fold_only=self._fold_only))

@@ -116,6 +116,12 @@ class QuerySpansRequest(FilteredQuery):
     sort_by: str | None = "sequence_id"
 
 
+class FindTaskRequestsRequest(BaseModel):
+    """agl-events extension: which of these task-request idempotency keys became rollouts."""
+
+    keys: list[str]
+
+
 class UpdateRolloutRequest(BaseModel):
     """Only the keys present in the JSON are applied (`model_fields_set`); absent ones stay UNSET."""
 

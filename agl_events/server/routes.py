@@ -21,6 +21,7 @@ from agl_events.server.requests import (
     ClaimResponse,
     DequeueManyRolloutsRequest,
     EnqueueManyRolloutsRequest,
+    FindTaskRequestsRequest,
     FinishAttemptRequest,
     FinishManyRequest,
     HealthStatus,
@@ -236,9 +237,15 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
     @router.get(routes.TASK_REQUEST.path, response_model=TaskRequestStatus)
     async def task_request_status(key: str, store: Store) -> JSONResponse:
         """agl-events extension: the rollout a task request of the task-requests topic became, if any yet."""
-        rollout_id = store.task_rollout(key)
+        rollout_id = (await store.task_rollouts([key])).get(key)
         rollout = await store.get_rollout_by_id(rollout_id) if rollout_id is not None else None
         return respond(TaskRequestStatus(key=key, rollout=rollout), TaskRequestStatus)
+
+    @router.post(routes.FIND_TASK_REQUESTS.path, response_model=dict[str, str])
+    async def find_task_requests(request: FindTaskRequestsRequest, store: Store) -> JSONResponse:
+        """agl-events extension: the rollouts that those of `keys` ingested yet became (an ingesting store
+        of a group asks the others before it decides)."""
+        return respond(await store.task_rollouts(request.keys), dict[str, str])
 
     @router.get(routes.PROMPT_CANDIDATES.path, response_model=list[PromptCandidate])
     async def prompt_candidates(store: Store, run_id: str | None = None) -> JSONResponse:

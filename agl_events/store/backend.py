@@ -17,6 +17,7 @@ from agl_events.store.committer import EventLog
 from agl_events.store.contract import LightningStore, LightningStoreCapabilities
 from agl_events.store.follower import Follower
 from agl_events.store.group import Group
+from agl_events.store.partition_folds import PartitionFolds
 from agl_events.store.routing import Router
 from agl_events.views.store_view import StoreView
 
@@ -39,6 +40,8 @@ class Backend:
     #: Why writes are refused, for a backend without a log.
     refusal: str = "this store writes nothing"
     router: Router = field(default_factory=Router)
+    #: In a store group, the partitions folded here move with ownership; None: the follower folds them all.
+    partition_folds: PartitionFolds | None = None
     capabilities: LightningStoreCapabilities = field(default_factory=lambda: LightningStoreCapabilities(
         thread_safe=False, async_safe=True, zero_copy=True, otlp_traces=False))
     #: Built with the store, by name, from the store (its contract) and its store-group part.

@@ -75,6 +75,11 @@ class Follower:
     async def _read(self, timeout: float) -> ReadBatch:
         return await self._polls.run(functools.partial(read_batch, self.source, POLL_RECORDS, timeout))
 
+    async def reassign(self, change: Callable[[], None]) -> None:
+        """Run `change` (partitions of the source added or removed: a store group moved rollouts) on the poll
+        thread, between two polls."""
+        await self._polls.run(change)
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._follow(), name="agl-follow")

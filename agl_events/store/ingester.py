@@ -38,6 +38,7 @@ POLL_SECONDS = 0.25
 RETRY_SECONDS = 1.0
 
 Ingest = Callable[[str, TaskRequest], Awaitable[tuple[str, bool]]]
+Known = Callable[[list[str]], Awaitable[dict[str, str]]]
 
 
 def ingest_group(experiment: str) -> str:
@@ -49,15 +50,18 @@ class Ingester:
 
     def __init__(self, bootstrap: str, experiment: str, topic: str, codec: AvroCodec, ingest: Ingest,
                  dead_letter: DeadLetter, flush_dead_letters: Callable[[], None],
-                 catch_up: Callable[[], Awaitable[None]] | None = None) -> None:
+                 catch_up: Callable[[], Awaitable[None]] | None = None, known: Known | None = None) -> None:
         """`catch_up` (a store group: several stores ingest, each the partitions the consumer group gives it)
         folds the rollouts topic to its end; it runs before the first requests of every new assignment, so
-        the keys the previous reader of those partitions enqueued are in the view before any is decided."""
+        the keys the previous reader of those partitions enqueued are in the view before any is decided.
+        `known` (a store group, whose members each fold only the rollouts they own) says which keys of a poll
+        became rollouts anywhere in the group: asked once per poll, before its requests are decided here."""
         self._consumer = GroupConsumer(bootstrap, ingest_group(experiment), "task-requests",
                                        **{"enable.partition.eof": False, "session.timeout.ms": 6000})
         #: Every call on the consumer runs on a thread of its own (`store.lane`), in order.
         self._lane = Lane("agl-ingest-poll")
         self._catch_up = catch_up
+        self._known = known
         self._reassigned = False
         self._topic = topic
         self._codec = codec
@@ -108,16 +112,20 @@ class Ingester:
 
     async def _handle(self, messages: list[RawRecord]) -> None:
         """Decide every request of the poll (one committer batch), dead-letter the invalid, flush the DLQ."""
-        outcomes = await asyncio.gather(*(self._one(msg) for msg in messages))
+        known = {} if self._known is None else await self._known([_key_of(msg) for msg in messages])
+        outcomes = await asyncio.gather(*(self._one(msg, known) for msg in messages))
         self.enqueued += sum(1 for outcome in outcomes if outcome is True)
         self.duplicates += sum(1 for outcome in outcomes if outcome is False)
         if any(outcome is None for outcome in outcomes):
             await ask(self._flush_dead_letters)
 
-    async def _one(self, msg: RawRecord) -> bool | None:
-        """True: enqueued now; False: its key was enqueued before; None: dead-lettered."""
+    async def _one(self, msg: RawRecord, known: dict[str, str]) -> bool | None:
+        """True: enqueued now; False: its key was enqueued before (here, or `known` in the group); None:
+        dead-lettered."""
         try:
             request = decode_task_request(self._codec, msg.value)
+            if _key_of(msg) in known:
+                return False
             _, created = await self._ingest(_key_of(msg), request)
             return created
         except InvalidTaskRequest as exc:

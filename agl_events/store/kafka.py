@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import cast
@@ -25,7 +26,7 @@ from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.clients import make_admin
 from agl_events.log.dead_letters import dead_letter_ignored_to, dead_letter_to
 from agl_events.log.reader import EventReader
-from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, Position
 from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter, abandon
 from agl_events.store.backend import Backend, Companion
@@ -36,6 +37,7 @@ from agl_events.store.ingester import Ingester
 from agl_events.store.lane import ask
 from agl_events.store.membership import StoreGroup
 from agl_events.store.ownership import Ownership
+from agl_events.store.partition_folds import PartitionFolds
 from agl_events.store.peers import PeerStores
 from agl_events.store.routing import Router
 from agl_events.store.service import EventSourcedStore
@@ -125,6 +127,9 @@ class KafkaLightningStore(EventSourcedStore):
         ownership = None if advertise_url is None else Ownership(
             await ask(functools.partial(_partition_count, bootstrap, rollouts_topic)), advertise_url)
         router = Router(ownership, PeerStores(settings.experiment, auth_token) if ownership else None)
+        follower = Follower(reader, view)
+        partition_folds = None if ownership is None else _partition_folds(
+            ownership.partitions, await ask(reader.partitions), settings.experiment, follower, reader)
         companions: dict[str, Callable[[LightningStore, Group], Companion]] = {}
         if ownership is not None:
             companions["membership"] = lambda store, group: _Membership(StoreGroup(
@@ -133,15 +138,16 @@ class KafkaLightningStore(EventSourcedStore):
         companions["ingester"] = lambda store, group: Ingester(  # started last: once the view holds every key enqueued
             bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS), codec,
             store.ingest_task, dead_letter_to(writer), writer.flush,
-            catch_up=group.catch_up_rollouts if ownership is not None else None)
+            catch_up=group.catch_up_rollouts if ownership is not None else None,
+            known=store.task_rollouts if ownership is not None else None)
         kafka_log = KafkaLog(writer, tasks_writer)
-        store = cls(Backend(view, producer_id, kafka_log, Follower(reader, view), router=router,
+        store = cls(Backend(view, producer_id, kafka_log, follower, router=router, partition_folds=partition_folds,
                             companions=companions, log_queues=kafka_log.backpressure,
                             dead_letters=lambda: writer.raw_produced, log_ends=reader.cached_end_offsets,
                             status_counts=counted.counts, view_dir=view_dir),
                     reader, scan_debounce_seconds=scan_debounce_seconds, clock=clock)
         try:
-            reader.assign(view.positions)
+            reader.assign(view.positions, None if partition_folds is None else partition_folds.is_global)
             applied = await store.start()
         except BaseException:
             await store.close()  # release the RocksDB lock so that a retry can open the view
@@ -175,6 +181,21 @@ class _Membership:
 
     async def stop(self) -> None:
         await self._group.leave()  # hands our partitions over (drained) while the committer still runs
+
+
+def _partition_folds(rollout_partitions: int, positions: list[Position], experiment: str, follower: Follower,
+                     reader: EventReader) -> PartitionFolds:
+    """A store group's member folds the per-rollout topics' partitions of the rollouts it owns."""
+    names = {topic_name(experiment, t) for t in (Topic.ROLLOUTS, Topic.ATTEMPTS, Topic.SPANS)}
+    per_rollout = Counter(name for name, _ in positions if name in names)
+
+    async def follow(added: set[Position]) -> None:
+        await follower.reassign(functools.partial(reader.add, added, follower.view.positions))
+
+    async def unfollow(removed: set[Position]) -> None:
+        await follower.reassign(functools.partial(reader.remove, removed))
+
+    return PartitionFolds(rollout_partitions, per_rollout, follow, unfollow)
 
 
 def _partition_count(bootstrap: str, topic: str) -> int:

@@ -61,9 +61,9 @@ class StoreParts:
             self.writes = Writes(committer, follower, self.check_serving,
                                  lambda: {"committer": committer.backpressure.stats, **backend.log_queues()},
                                  backend.log.close)
-        self.group = Group(router, follower or Refusal(backend.refusal), self.writes)
+        self.group = Group(router, follower or Refusal(backend.refusal), self.writes, backend.partition_folds)
         self.routed = Routed(self.writes, self.group)
-        self.routed_reads = RoutedReads(self.reads, router)
+        self.routed_reads = RoutedReads(self.reads, self.waits, router)
         self.watchdog: Watchdog | None = None
         self.heartbeats: Heartbeats | None = None
         if follower is not None:

@@ -91,6 +91,12 @@ class Reads:
     def task_rollout(self, key: str) -> str | None:
         return self.view.get(keys.task_key(key))
 
+    def task_rollouts(self, task_keys: Sequence[str]) -> dict[str, str]:
+        """The keys among `task_keys` this view knows, with their rollouts (a key's rollout never changes, so a
+        stale view's answer is still true, only maybe incomplete)."""
+        found = {key: self.task_rollout(key) for key in task_keys}
+        return {key: rid for key, rid in found.items() if rid is not None}
+
     # -- attempts and spans -----------------------------------------------------------------------------
     def query_attempts(self, rollout_id: str, *, sort_by: str | None, sort_order: str, limit: int, offset: int
                        ) -> PaginatedResult[Attempt]:

@@ -45,6 +45,7 @@ SEARCH_ATTEMPTS = Route("POST", "/rollouts/{rollout_id}/attempts/search")
 LATEST_ATTEMPT = Route("GET", "/rollouts/{rollout_id}/attempts/latest")
 SEARCH_SPANS = Route("POST", "/spans/search")
 WAIT_ROLLOUTS = Route("POST", "/waits/rollouts")
+FIND_TASK_REQUESTS = Route("POST", "/task-requests/find")
 
 # -- reads and other calls our client makes ---------------------------------------------------------------
 STATISTICS = Route("GET", "/statistics")

@@ -19,11 +19,16 @@ from typing import Any
 from agl_events.store import queries as q
 from agl_events.store import route_table as routes
 from agl_events.store.errors import NoOwnerError, NotOwnerError
-from agl_events.store.peers import ASKED_PARTITIONS, PeerStores, PeerUnavailableError
+from agl_events.store.peers import ASKED_PARTITIONS, FORWARDED, PeerStores, PeerUnavailableError
 from agl_events.store.reads import Reads, rollout_base_order, rollout_order
 from agl_events.store.routing import RETRY_SECONDS, ROUTE_WAIT_SECONDS, Router
+from agl_events.store.waits import Waits
 from agl_events.topics import partition_of
 from agl_events.types import Attempt, AttemptedRollout, PaginatedResult, Rollout, Span
+
+#: A wait for another owner's rollouts goes there in slices of this many seconds (the caller's timeout may be
+#: longer than a forwarded call may take, or None).
+FORWARDED_WAIT_SECONDS = 20.0
 
 
 def rollout_of(found: dict[str, Any]) -> Rollout | AttemptedRollout:
@@ -35,11 +40,17 @@ def in_partitions(partitions: frozenset[int], count: int) -> q.Condition:
     return lambda rollout: partition_of(rollout["rollout_id"], count) in partitions
 
 
+def _in_order(asked: list[str], finished: list[Rollout]) -> list[Rollout | None]:
+    by_id = {r.rollout_id: r for r in finished}
+    return [by_id.get(rid) for rid in asked]
+
+
 class RoutedReads:
     """The reads of one store over its view (`reads`) and, in a group, the other members."""
 
-    def __init__(self, reads: Reads, router: Router) -> None:
+    def __init__(self, reads: Reads, waits: Waits, router: Router) -> None:
         self._reads = reads
+        self._waits = waits
         self._router = router
 
     @property
@@ -102,6 +113,49 @@ class RoutedReads:
             return PaginatedResult[Span].model_validate(page)
 
         return await self._router.run(rollout_id, here, there)
+
+    async def wait_for_rollouts(self, rollout_ids: Sequence[str], timeout: float | None) -> list[Rollout]:
+        """Each owner waits for its rollouts (only its view sees them finish); the finished ones in the order
+        asked."""
+        async def here(indices: list[int]) -> list[Rollout | None]:
+            return _in_order([rollout_ids[i] for i in indices],
+                             await self._waits.wait([rollout_ids[i] for i in indices], timeout))
+
+        async def there(owner: str, indices: list[int]) -> list[Rollout | None]:
+            asked = [rollout_ids[i] for i in indices]
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:  # in slices, each well within a forwarded call's HTTP timeout
+                left = FORWARDED_WAIT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+                found = await self._peers.call(owner, routes.WAIT_ROLLOUTS.method, routes.WAIT_ROLLOUTS.path, {
+                    "rollout_ids": asked, "timeout": min(left, FORWARDED_WAIT_SECONDS)})
+                done = _in_order(asked, [Rollout.model_validate(r) for r in found])
+                if None not in done or left <= FORWARDED_WAIT_SECONDS:
+                    return done
+
+        if self._router.ownership is None:
+            return await self._waits.wait(rollout_ids, timeout)
+        return [r for r in await self._router.run_many(rollout_ids, here, there) if r is not None]
+
+    async def task_rollouts(self, task_keys: Sequence[str]) -> dict[str, str]:
+        """Which task-request keys became rollouts: a key's rollout is in any partition (its ingester's), so
+        every member is asked (each answers from its view; the owners' views hold every key of theirs)."""
+        found = self._reads.task_rollouts(task_keys)
+        if self._router.ownership is None or FORWARDED.get() or not task_keys:
+            return found
+        deadline = time.monotonic() + ROUTE_WAIT_SECONDS
+        while True:
+            others = [url for url in await self._router.shares(deadline) if url is not None]
+            try:
+                answers = await asyncio.gather(*(self._peers.call(
+                    url, routes.FIND_TASK_REQUESTS.method, routes.FIND_TASK_REQUESTS.path, {"keys": task_keys})
+                    for url in others))
+                return {key: rid for answer in [found, *answers] for key, rid in answer.items()}
+            except PeerUnavailableError as exc:
+                self._router.refresh()
+                if time.monotonic() > deadline:
+                    raise NoOwnerError(f"the store group did not say which task requests it ingested within "
+                                       f"{ROUTE_WAIT_SECONDS:.0f} s (last: {exc})") from exc
+                await asyncio.sleep(RETRY_SECONDS)
 
     # -- all rollouts: every member answers for its partitions --------------------------------------------------
     async def query_rollouts(self, *, status_in: Sequence[str] | None, rollout_id_in: Sequence[str] | None,

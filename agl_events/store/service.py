@@ -62,7 +62,6 @@ class EventSourcedStore(LightningStore):
                  clock: Callable[[], float] = time.time) -> None:
         self._parts = StoreParts(self, backend, scan_debounce_seconds=scan_debounce_seconds, clock=clock)
         self._reads, self._writes, self._routed = self._parts.reads, self._parts.writes, self._parts.routed
-        self._routed_reads = self._parts.routed_reads
         #: This store's part in a store group (what the group's membership calls when partitions move).
         self.group = self._parts.group
 
@@ -195,21 +194,20 @@ class EventSourcedStore(LightningStore):
     async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: float | None = None) -> list[Rollout]:
         self._parts.check_serving()  # again: the store may have failed during the scan, and no one would wake us
         frozen = self._parts.backend.follower is None  # nothing will finish in a view that does not move
-        return await self._parts.waits.wait(rollout_ids, 0 if frozen else timeout)
+        return await self._parts.routed_reads.wait_for_rollouts(rollout_ids, 0 if frozen else timeout)
 
     # -- reads -------------------------------------------------------------------------------------------------
     @_watched
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | AttemptedRollout | None:
-        return await self._routed_reads.get_rollout_by_id(rollout_id)
+        return await self._parts.routed_reads.get_rollout_by_id(rollout_id)
 
     @_watched
-    async def query_rollouts(self, *, status_in: Sequence[str] | None = None,
+    async def query_rollouts(self, *, status_in: Sequence[str] | None = None, filter_logic: str = "and",
                              rollout_id_in: Sequence[str] | None = None, rollout_id_contains: str | None = None,
-                             filter_logic: str = "and",
                              sort_by: str | None = None, sort_order: str = "asc", limit: int = -1, offset: int = 0,
                              status: Sequence[str] | None = None, rollout_ids: Sequence[str] | None = None
                              ) -> PaginatedResult[Rollout | AttemptedRollout]:
-        return await self._routed_reads.query_rollouts(
+        return await self._parts.routed_reads.query_rollouts(
             status_in=status_in, rollout_id_in=rollout_id_in, rollout_id_contains=rollout_id_contains,
             filter_logic=filter_logic, sort_by=sort_by, sort_order=sort_order, limit=limit, offset=offset,
             status=status, rollout_ids=rollout_ids)
@@ -217,12 +215,12 @@ class EventSourcedStore(LightningStore):
     @_watched
     async def query_attempts(self, rollout_id: str, *, sort_by: str | None = "sequence_id", sort_order: str = "asc",
                              limit: int = -1, offset: int = 0) -> PaginatedResult[Attempt]:
-        return await self._routed_reads.query_attempts(rollout_id, sort_by=sort_by, sort_order=sort_order,
+        return await self._parts.routed_reads.query_attempts(rollout_id, sort_by=sort_by, sort_order=sort_order,
                                                        limit=limit, offset=offset)
 
     @_watched
     async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
-        return await self._routed_reads.get_latest_attempt(rollout_id)
+        return await self._parts.routed_reads.get_latest_attempt(rollout_id)
 
     @_watched
     async def query_spans(self, rollout_id: str, attempt_id: str | None = None, *, trace_id: str | None = None,
@@ -232,7 +230,7 @@ class EventSourcedStore(LightningStore):
                           name_contains: str | None = None, filter_logic: Literal["and", "or"] = "and",
                           limit: int = -1, offset: int = 0, sort_by: str | None = "sequence_id",
                           sort_order: str = "asc") -> PaginatedResult[Span]:
-        return await self._routed_reads.query_spans(
+        return await self._parts.routed_reads.query_spans(
             rollout_id, attempt_id,
             equal={"trace_id": trace_id, "span_id": span_id, "parent_id": parent_id, "name": name},
             containing={"trace_id": trace_id_contains, "span_id": span_id_contains,
@@ -256,6 +254,9 @@ class EventSourcedStore(LightningStore):
 
     def task_rollout(self, key: str) -> str | None:
         return self._reads.task_rollout(key)
+
+    async def task_rollouts(self, keys: Sequence[str]) -> dict[str, str]:
+        return await self._parts.routed_reads.task_rollouts(keys)
 
     async def get_worker_by_id(self, worker_id: str) -> Worker | None:
         return self._reads.get_worker_by_id(worker_id)

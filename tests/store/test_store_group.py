@@ -213,3 +213,29 @@ def test_three_stores_answer_reads_as_one_store_does(stores: Any, settings: Sett
                     assert httpx.get(f"{store.base}{path}", timeout=30).json() == expected, (store.url, path)
     finally:
         single.kill9()
+
+
+def test_three_stores_fold_their_own_partitions_and_a_killed_owners_move_whole(stores: Any) -> None:
+    """Each store of a group folds only the rollouts of its partitions; a killed owner's partitions move to a
+    survivor, which folds them from the log before deciding: nothing lost or doubled, every read right."""
+    group = stores(3)
+    owned = _settled(group)
+    ids = {r["rollout_id"] for store in group for r in _post(
+        store.url, "/queues/rollouts/enqueue", {"rollouts": [{"input": i} for i in range(10)]})}
+    for store in group:  # its view holds its share only
+        share = sum(1 for rid in ids if partition_of(rid, PARTITIONS) in owned[store.url])
+        assert httpx.get(f"{store.base}/statistics", timeout=10).json()["total_rollouts"] == share
+    running = _post(group[0].url, "/queues/rollouts/dequeue", {"limit": 20, "worker_id": "w1"})
+    for i, rollout in enumerate(running[:10]):
+        _finish(group[i % 3].url, rollout, group[(i + 1) % 3].url)
+    group[1].kill9()  # mid-run: its partitions move once the group's session times out
+    survivors = [group[0], group[2]]
+    for i, rollout in enumerate(running[10:]):  # ends of attempts the dead store owned wait for the move
+        _finish(survivors[i % 2].url, rollout, survivors[(i + 1) % 2].url)
+    _settled(survivors)
+    rest = _post(group[2].url, "/queues/rollouts/dequeue", {"limit": 100, "worker_id": "w2"})
+    assert len(running) + len(rest) == len(ids)
+    for rollout in rest:
+        _finish(group[0].url, rollout, group[2].url)
+    for store in survivors:
+        _check_all_succeeded_once(store.url, ids)
