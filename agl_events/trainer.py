@@ -48,8 +48,10 @@ class Trainer:
                  initial_resources: NamedResources | None = None, adapter: AdapterSpec = None, *,
                  settings: Settings | None = None, rollout_config: RolloutConfig | None = None,
                  host: str = "127.0.0.1", port: int | None = None, view_dir: Path | None = None,
-                 progress: bool = True) -> None:
-        """`n_runners=0` starts no runner: runners elsewhere join with the printed store URL.
+                 progress: bool = True, runner_concurrency: int = 1) -> None:
+        """`n_runners=0` starts no runner: runners elsewhere join with the printed store URL. Each runner
+        runs up to `runner_concurrency` rollouts at once (`agl-events runner --concurrency`): an agent that
+        mostly waits on its model, as the demo's does, leaves a runner idle between calls otherwise.
 
         `adapter` is upstream's component spec: an instance, a class, a factory, an import string or short
         name (`"TraceToMessages"`), or a dict (`{"type": ..., **kwargs}`; without `type`, TracerTraceToTriplet's
@@ -57,6 +59,7 @@ class Trainer:
         """
         self.algorithm = algorithm or Baseline()
         self.n_runners = n_runners
+        self.runner_concurrency = runner_concurrency
         self.initial_resources = initial_resources
         self.adapter = build_adapter(adapter)
         self.adapter_spec = spec_string(adapter, self.adapter)  # what the samples worker builds
@@ -99,7 +102,8 @@ class Trainer:
                 if self.initial_resources:
                     await store.add_resources(self.initial_resources)
                 if self.n_runners:
-                    config = RunnerConfig(settings=settings, store_url=url, agent="<object>")
+                    config = RunnerConfig(settings=settings, store_url=url, agent="<object>",
+                                          concurrency=self.runner_concurrency)
                     pool = RunnerPool(config, self.n_runners, name=f"trainer-{int(time.time())}", agent=agent)
                     pool.start()
                 log.info("store for runners: %s", url)

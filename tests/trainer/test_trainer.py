@@ -10,6 +10,7 @@ from agl_events import Baseline, Trainer
 from agl_events.config import Settings
 from agl_events.demo.agent import adder
 from agl_events.types import PromptTemplate, RolloutConfig
+from tests.trainer.agents import meet
 
 pytestmark = pytest.mark.kafka
 
@@ -49,3 +50,12 @@ def test_fit_with_baseline_reports_train_and_val(settings: Settings, tmp_path: P
     assert results["train"].rewards == expected
     assert results["train"].mean_reward == sum(expected) / len(expected)
     assert all(n in (1, 2) for n in results["train"].attempts)  # a failed first attempt is retried once
+
+
+def test_runner_concurrency_runs_rollouts_of_one_runner_at_once(settings: Settings, tmp_path: Path) -> None:
+    """One runner with `runner_concurrency=3` runs three rollouts together: `meet` only succeeds when three
+    of its rollouts wait for one another in one process (a runner running one at a time fails them all)."""
+    trainer = Trainer(n_runners=1, runner_concurrency=3, settings=settings, view_dir=tmp_path / "view",
+                      progress=False)
+    result = trainer.dev(meet, [{"n": i} for i in range(3)])
+    assert result.succeeded == 3 and result.rewards == [1.0, 1.0, 1.0]
