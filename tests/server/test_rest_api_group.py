@@ -1,7 +1,8 @@
 """Agent Lightning's contract over REST (`test_rest_api`'s tests, upstream's unchanged client) against a store
-group: two store servers share each experiment by partition, the client talks to one of them, and whatever the
-other owns is forwarded there. The same assertions hold: FIFO per store, exactly-once dequeue, sequence ids,
-read-your-writes on the server written through.
+group: three store servers share each experiment by partition (each folding only its own), the client talks to
+one of them, and whatever the others own is forwarded there, reads too; queries over all rollouts fan out. The
+same assertions hold: FIFO per store, exactly-once dequeue, sequence ids, read-your-writes on the server
+written through.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from tests.server.conftest import RunningServer, StoreFor
 from tests.server.test_rest_api import *  # noqa: F403  (the same tests, collected here against the group)
 
 pytestmark = pytest.mark.kafka
+PEERS = ("peer-1", "peer-2")
 
 
 @pytest.fixture
 def server(settings: Settings, tmp_path: Path, start_server: Callable[[StoreFor], RunningServer]) -> RunningServer:
-    """The server under test; a peer server joins each experiment's store group as the first one opens it, and
-    the test starts once each owns some partitions. (`settings` first: its experiment's topics outlive the
+    """The server under test; two peer servers join each experiment's store group as the first one opens it,
+    and the test starts once each owns some partitions. (`settings` first: its experiment's topics outlive the
     servers.)"""
     prefix = settings.experiment
     urls: dict[str, str] = {}
@@ -41,14 +43,16 @@ def server(settings: Settings, tmp_path: Path, start_server: Callable[[StoreFor]
                                                    advertise_url=urls[role])
             if role == "tested":
                 async with httpx.AsyncClient(timeout=60) as http:
-                    opened = await http.get(f"{urls['peer']}/experiments/{name}/v1/agl/statistics")
-                    assert opened.status_code == 200, opened.text
+                    for peer in PEERS:
+                        opened = await http.get(f"{urls[peer]}/experiments/{name}/v1/agl/statistics")
+                        assert opened.status_code == 200, opened.text
                 await _settled(store)
             return store  # type: ignore[return-value]
 
         return open_store
 
-    urls["peer"] = start_server(store_for("peer")).url
+    for peer in PEERS:
+        urls[peer] = start_server(store_for(peer)).url
     tested = start_server(store_for("tested"))
     urls["tested"] = tested.url
     return tested
