@@ -91,7 +91,8 @@ class EventReader:
 
     def end_offsets(self, timeout: float = 30.0, topic: str | None = None) -> dict[Position, int]:
         """The high watermark of each assigned partition (of `topic`) now: the offset the next append gets."""
-        return {pos: self._watermark(pos, timeout) for pos in self._positions if topic in (None, pos[0])}
+        assigned = list(self._positions)  # a copy: a store group may add or remove partitions meanwhile
+        return {pos: self._watermark(pos, timeout) for pos in assigned if topic in (None, pos[0])}
 
     def _watermark(self, position: Position, timeout: float) -> int:
         """A just-created topic can answer NOT_LEADER for a moment after metadata shows its leader: retry."""
@@ -108,7 +109,7 @@ class EventReader:
         """The high watermark of each assigned partition as of the last fetch response (no broker request, so
         a metrics scrape can ask every time); a partition not fetched yet counts as ending where it is read."""
         ends: dict[Position, int] = {}
-        for position, read in self._positions.items():
+        for position, read in list(self._positions.items()):
             high = self._consumer.get_watermark_offsets(TopicPartition(*position), cached=True)[1]
             ends[position] = max(high, read)
         return ends
