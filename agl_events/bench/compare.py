@@ -58,6 +58,9 @@ REQUIRED_KEYS = ("agl_rollouts_per_s", "agl_spans_per_s", "ours_rollouts_per_s",
                  "ratio_spans", "raw_produce_per_s", "ingest_fraction_of_raw", "dispatch_p50_ms", "dispatch_p99_ms",
                  "rss_mb_peak")
 
+#: The prefix of every experiment route, left out of the printed table.
+EXPERIMENT_API = "/experiments/{experiment}/v1/agl"
+
 #: agentlightning 0.3.0 swaps its OTLP exporter's endpoint through `exporter._endpoint`; from
 #: opentelemetry-exporter-otlp 1.40-ish the endpoint lives in an inner client, so with the newest
 #: OpenTelemetry its runners post spans to localhost:4318 instead of the store. Pin the release it was built on.
@@ -232,7 +235,8 @@ def render(summary: dict[str, Any], console: Console) -> None:
     table.add_row("store peak RSS MB", fmt(summary["rss_mb_peak"]), fmt(summary["agl_store_rss_mb_peak"]), "")
     table.add_row("runner peak RSS MB", fmt(summary["runner_rss_mb_peak"]),
                   fmt(summary["agl_children_rss_mb_peak"]) + " (any child)", "")
-    routes = ", ".join(f"{route} {calls:.2f}" for route, calls in summary["http_calls_per_rollout_by_route"].items())
+    routes = ", ".join(f"{route.replace(EXPERIMENT_API, '')} {calls:.2f}"
+                       for route, calls in summary["http_calls_per_rollout_by_route"].items())
     table.add_row("HTTP calls per rollout (ours)", f"{summary['http_calls_per_rollout']:.2f}: {routes}", "", "")
     table.add_row("raw producer msgs/s (same payloads)", fmt(summary["raw_produce_per_s"]), "", "")
     fraction = summary["ingest_fraction_of_raw"]
