@@ -53,6 +53,21 @@ def test_the_single_broker_keeps_its_standalone_quorum(tmp_path: Path) -> None:
     assert "offsets.topic.replication.factor=1\n" in text and "min.insync.replicas=1\n" in text
 
 
+def test_a_dead_member_s_partitions_move_within_seconds_on_the_local_broker(tmp_path: Path) -> None:
+    """A store group's consumer group and the runners' share group hand a SIGKILLed member's partitions to the
+    others once its session times out: 6 s on the local broker, 45 s by Kafka's defaults (a rollout retried after
+    its runner's SIGKILL waited 46-49 s for another runner in tests/runner's kill test; 7 s with 6 s here)."""
+    home = BrokerHome(Settings(home=tmp_path, local_port=9092, local_controller_port=9093))
+    home.kafka_dir.mkdir(parents=True)
+    home.write_properties()
+    lines = [line for line in home.properties_file.read_text().splitlines() if line and not line.startswith("#")]
+    rendered = dict(line.split("=", 1) for line in lines)
+    for group in ("consumer", "share"):
+        timeouts = {rendered.get(f"group.{group}.{name}.timeout.ms") for name in ("session", "min.session")}
+        assert timeouts == {"6000"}, group
+        assert rendered.get(f"group.{group}.heartbeat.interval.ms") == "1000", group
+
+
 def test_a_cluster_run_plans_leader_kills_and_one_rolling_restart_and_refuses_what_needs_another_size(
         tmp_path: Path) -> None:
     config = ChaosConfig(rollouts=10, kills=0, broker_restarts=0, brokers=3, leader_kills=3, rolling_restart=True,
