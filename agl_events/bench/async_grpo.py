@@ -1,15 +1,21 @@
 """Synchronous against pipelined GRPO on the demo task, through Kafka, side by side.
 
     python -m agl_events.bench.async_grpo [--staleness 0 1] [--steps 90] [--eval-every 5] [--target 0.9]
-        [--runners 4]
+        [--runners 4] [--concurrency 1 4]
 
 For each `max_staleness`, one run of the demo (`agl_events.demo.learn`'s recipe: 8 prompts x 8 samples a
 step, the same tasks and held-out set) in an experiment of its own on the configured broker (the local one is
 started if needed). Prints, per run: training steps per second, the wall-clock from the start of `fit` to the
 first held-out evaluation at or above `--target` mean reward (evaluations every `--eval-every` steps, so it is
-known to that granularity; `-` if never), the final held-out mean reward, and the groups the pipelined loop
-gave up as too stale. Then the same figures as one JSON line. A benchmark, not a test: the figures depend on
-the machine and its load.
+known to that granularity; `-` if never) and the same from the end of the first evaluation (`trained s`: the
+start-up of store, runners and servers and the step-0 evaluation cost every mode alike, and are not what
+pipelining overlaps), the final held-out mean reward, and the groups the pipelined loop gave up as too stale.
+Then the same figures as one JSON line. A benchmark, not a test: the figures depend on the machine and its load.
+
+`--concurrency` is each runner's rollouts at once (`Trainer(runner_concurrency=...)`); the demo runs 1, the
+default here. Other values are an added configuration, printed in a column of their own: the demo's agent
+mostly waits on its model call, so a runner running one rollout at a time idles outside its attempts (claim,
+finish) whatever the loop does, and concurrency is what fills that, in both loops.
 """
 
 from __future__ import annotations
@@ -36,12 +42,14 @@ from agl_events.trainer import Trainer
 @dataclass(frozen=True)
 class RunFigures:
     max_staleness: int
+    concurrency: int
     seed: int
     steps: int
     seconds: float
     steps_per_s: float
     rollouts_per_s: float
     seconds_to_target: float | None
+    trained_seconds_to_target: float | None
     step_at_target: int | None
     final_reward: float
     trainer_idle: float
@@ -52,13 +60,17 @@ class RunFigures:
 
 
 def run_once(settings: Settings, max_staleness: int, seed: int, steps: int, eval_every: int, target: float,
-             runners: int) -> RunFigures:
+             runners: int, concurrency: int = 1) -> RunFigures:
     """One demo run at `max_staleness` with initial weights `seed`, in a new experiment; times measured from
-    the start of `fit`. The trainer is busy from a batch in hand to its version published (`StepStats`), a
-    runner from an attempt's start to its end (the rollouts' latest attempts in the run's view)."""
+    the start of `fit`, and from the end of the first (step 0) evaluation. The trainer is busy from a batch in
+    hand to its version published (`StepStats`), a runner slot (`runners` x `concurrency`) from an attempt's
+    start to its end (the rollouts' latest attempts in the run's view)."""
     reached: list[tuple[float, int]] = []
+    first_eval: list[float] = []
 
     def on_eval(point: Evaluation) -> None:
+        if not first_eval:
+            first_eval.append(time.perf_counter() - started)
         if point.mean_reward >= target and not reached:
             reached.append((time.perf_counter() - started, point.step))
 
@@ -70,7 +82,7 @@ def run_once(settings: Settings, max_staleness: int, seed: int, steps: int, eval
     try:
         trainer = Trainer(grpo, n_runners=runners, adapter={"llm_call_match": "litellm_request"},
                           settings=settings.model_copy(update={"experiment": experiment, "home": root}),
-                          view_dir=root / "view", progress=False)
+                          view_dir=root / "view", progress=False, runner_concurrency=concurrency)
         val = reverse_tasks(32, seed=2)
         started, began = time.perf_counter(), time.time()
         trainer.fit(reverse_agent, reverse_tasks(steps * PROMPTS_PER_STEP, seed=1, exclude=val), val_dataset=val)
@@ -79,10 +91,11 @@ def run_once(settings: Settings, max_staleness: int, seed: int, steps: int, eval
     finally:
         shutil.rmtree(root, ignore_errors=True)
     at = reached[0] if reached else (None, None)
-    return RunFigures(max_staleness, seed, steps, seconds, steps / seconds, rollouts / seconds, at[0], at[1],
-                      grpo.history[-1].mean_reward,
+    trained = None if at[0] is None else at[0] - first_eval[0]
+    return RunFigures(max_staleness, concurrency, seed, steps, seconds, steps / seconds, rollouts / seconds, at[0],
+                      trained, at[1], grpo.history[-1].mean_reward,
                       1.0 - busy_share(((0.0, r.busy_seconds) for r in grpo.records), 1, 0.0, seconds),
-                      1.0 - busy_share(attempts, runners, began, ended),
+                      1.0 - busy_share(attempts, runners * concurrency, began, ended),
                       grpo.in_flight.trained, grpo.in_flight.dropped,
                       grpo.records[-1].stale_samples if grpo.records else 0)
 
@@ -102,6 +115,24 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _to_target(mine: list[RunFigures], base: list[RunFigures], base_k: int) -> str:
+    """Mean seconds to the target from `fit`'s start and from the first evaluation's end, each with its ratio
+    to `base`'s (the synchronous runs), when every run of both reached it."""
+    parts = []
+    for name, of in (("s", lambda r: r.seconds_to_target), ("trained s", lambda r: r.trained_seconds_to_target)):
+        times, base_times = [of(r) for r in mine], [of(r) for r in base]
+        if None in times or None in base_times:
+            parts.append(f"{name} to target: not every seed reached it")
+        else:
+            parts.append(f"mean {_mean(times):.0f} {name} to target, {_mean(times) / _mean(base_times):.2f} of "
+                         f"max_staleness={base_k}'s")
+    return "; ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1, 2])
@@ -110,30 +141,33 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--target", type=float, default=0.9)
     parser.add_argument("--runners", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1],
+                        help="rollouts at once per runner; the demo's is 1, others are an added configuration")
     args = parser.parse_args()
     settings = Settings.from_env()
     settings = settings.model_copy(update={"bootstrap": ensure_broker(settings)})
     runs = []
     for seed in args.seeds:  # seeds outer, so a drift in the machine's load spreads over every staleness
-        for k in args.staleness:
-            runs.append(run_once(settings, k, seed, args.steps, args.eval_every, args.target, args.runners))
-            print(f"max_staleness={k} seed={seed} done in {runs[-1].seconds:.0f} s", flush=True)
-    print(f"{'staleness':>9} {'seed':>4} {'steps/s':>7} {'rollouts/s':>10} {'s to ' + str(args.target):>8} "
-          f"{'(step)':>6} {'final':>5} {'trainer idle':>12} {'runner idle':>11} {'dropped':>7} {'stale smp':>9}")
+        for c in args.concurrency:
+            for k in args.staleness:
+                runs.append(run_once(settings, k, seed, args.steps, args.eval_every, args.target, args.runners, c))
+                print(f"max_staleness={k} concurrency={c} seed={seed} done in {runs[-1].seconds:.0f} s", flush=True)
+    print(f"{'staleness':>9} {'conc':>4} {'seed':>4} {'steps/s':>7} {'rollouts/s':>10} {'s to ' + str(args.target):>8} "
+          f"{'trained s':>9} {'(step)':>6} {'final':>5} {'trainer idle':>12} {'runner idle':>11} {'dropped':>7} "
+          f"{'stale smp':>9}")
     for r in runs:
-        to_target = "-" if r.seconds_to_target is None else f"{r.seconds_to_target:.0f}"
-        print(f"{r.max_staleness:>9} {r.seed:>4} {r.steps_per_s:>7.3f} {r.rollouts_per_s:>10.1f} {to_target:>8} "
+        print(f"{r.max_staleness:>9} {r.concurrency:>4} {r.seed:>4} {r.steps_per_s:>7.3f} {r.rollouts_per_s:>10.1f} "
+              f"{_seconds(r.seconds_to_target):>8} {_seconds(r.trained_seconds_to_target):>9} "
               f"{r.step_at_target or '-':>6} {r.final_reward:>5.2f} {r.trainer_idle:>12.0%} {r.runner_idle:>11.0%} "
               f"{r.groups_dropped:>7} {r.stale_samples:>9}")
-    base = [r.seconds_to_target for r in runs if r.max_staleness == min(args.staleness)]
-    for k in args.staleness:
-        mine = [r for r in runs if r.max_staleness == k]
-        reached = [r.seconds_to_target for r in mine if r.seconds_to_target is not None]
-        ratio = (f"{_mean(reached) / _mean(base):.2f} of max_staleness={min(args.staleness)}'s"  # type: ignore[arg-type]
-                 if len(reached) == len(mine) and None not in base else "not every seed reached it")
-        print(f"max_staleness={k}: mean {_mean(reached) if reached else float('nan'):.0f} s to {args.target} "
-              f"({ratio}), final {_mean([r.final_reward for r in mine]):.2f}, "
-              f"rollouts/s {_mean([r.rollouts_per_s for r in mine]):.1f}")
+    for c in args.concurrency:
+        label = "the demo's" if c == 1 else "added configuration"
+        base = [r for r in runs if r.concurrency == c and r.max_staleness == min(args.staleness)]
+        for k in args.staleness:
+            mine = [r for r in runs if r.concurrency == c and r.max_staleness == k]
+            print(f"concurrency={c} ({label}), max_staleness={k}: {_to_target(mine, base, min(args.staleness))}, "
+                  f"final {_mean([r.final_reward for r in mine]):.2f}, "
+                  f"rollouts/s {_mean([r.rollouts_per_s for r in mine]):.1f}")
     print(json.dumps({"target": args.target, "runs": [asdict(r) for r in runs]}))
 
 if __name__ == "__main__":
