@@ -44,15 +44,17 @@ class WorkloadParams(BaseModel):
     def scaled(self, factor: float) -> WorkloadParams:
         """The same scenario `factor` times smaller, for a machine that cannot hold the published one: rollouts,
         runners and batch size divided (at least 1 each), the shape of a rollout (rounds, sleeps, rewards) kept.
-        Our side keeps as many slots in all as AGL has runners, in processes of at most the preset's slots each
-        (so a scaled agl-* preset runs one process of our runners where AGL runs several)."""
+        Our side's slots in all are divided alike (an agl-* preset's stay as many as AGL's runners), in processes
+        of at most the preset's slots each (so a scaled agl-* preset runs fewer of our runner processes); a
+        factor of 1 changes nothing."""
         if factor <= 0:
             raise ValueError(f"scale factor must be positive, got {factor}")
-        runners = max(1, round(self.runners / factor))
-        processes = max(1, math.ceil(runners / self.concurrency))
-        return self.model_copy(update={"rollouts": max(1, round(self.rollouts / factor)), "runners": runners,
+        slots = max(1, round(self.our_processes() * self.concurrency / factor))
+        processes = max(1, math.ceil(slots / self.concurrency))
+        return self.model_copy(update={"rollouts": max(1, round(self.rollouts / factor)),
+                                       "runners": max(1, round(self.runners / factor)),
                                        "batch_size": max(1, round(self.batch_size / factor)),
-                                       "our_runners": processes, "concurrency": math.ceil(runners / processes)})
+                                       "our_runners": processes, "concurrency": math.ceil(slots / processes)})
 
     def tasks(self) -> list[dict[str, Any]]:
         return make_tasks(self.rollouts, self.max_rounds, self.reward_p, self.span_sleep, self.seed)

@@ -80,7 +80,10 @@ def test_scaled_agl_presets_keep_the_shape_and_give_our_side_as_many_slots() -> 
     assert (here.max_rounds, here.span_sleep, here.reward_p) == (published.max_rounds, published.span_sleep,
                                                                  published.reward_p)
     assert (here.our_processes(), here.concurrency) == (1, 8)
-    for name, params in PRESETS.items():
+    for name, params in PRESETS.items():  # unscaled, nothing changes (medium: 4 processes of 16 slots each)
+        same = params.scaled(1)
+        assert (same.rollouts, same.runners, same.batch_size, same.our_processes(), same.concurrency) == (
+            params.rollouts, params.runners, params.batch_size, params.our_processes(), params.concurrency), name
         for factor in (1, 4, 64, 10_000):
             scaled = params.scaled(factor)
             assert scaled.runners >= 1 and scaled.batch_size >= 1 and scaled.rollouts >= 1, (name, factor)
