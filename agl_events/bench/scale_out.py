@@ -6,9 +6,10 @@
 Each size gets a fresh experiment: S `agl-events store` processes sharing it by partition, S
 `agl_events.processors.views` workers, runner processes spread over the stores (runner i talks to store i % S),
 rollouts enqueued through every store in turn. Figures: rollouts/s and spans/s from the first enqueue to the last
-finish, and CPU seconds per rollout of the stores, processors, runners and broker. On one machine every process
-shares its cores, so more stores cannot add CPU; the figures say what a store group costs and where the time goes
-(docs/performance.md#scale-out).
+finish, CPU seconds per rollout of the stores, processors, runners and broker, and the events the busiest store
+folded per rollout (`agl_store_events_applied`: a store of a group folds only its own partitions, so its fold
+work is about 1/S of one store's). On one machine every process shares its cores, so more stores cannot add CPU;
+the figures say what a store group costs and where the time goes (docs/performance.md#scale-out).
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ def _settled(stores: list[StoreProcess], partitions: int = 3, timeout: float = 1
     raise TimeoutError("the store group did not settle")
 
 
+def _folded(store: StoreProcess) -> float:
+    """Events the store's follower has folded since it started (all topics and kinds, from `/metrics`)."""
+    text = httpx.get(f"{store.url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("agl_store_events_applied_total{"))
+
+
 def _run(stores: list[StoreProcess], rollouts: int, spans: int) -> list[str]:
     """Enqueue through every store in turn, then wait until all finished; the rollout ids."""
     ids: list[str] = []
@@ -92,11 +100,13 @@ def measure(settings: Settings, n_stores: int, rollouts: int, spans: int, runner
                           "processors": [p.pid for p in processors if p.pid],
                           "runners": [p.pid for pool in pools for p in pool.alive() if p.pid],
                           "broker": [broker] if broker else []})
+        folded = [_folded(s) for s in stores]
         meter.start()
         started = time.perf_counter()
         _run(stores, rollouts, spans)
         elapsed = time.perf_counter() - started
         cpu = meter.stop()
+        folded = [_folded(s) - before for s, before in zip(stores, folded, strict=True)]
     finally:
         for pool in pools:
             pool.stop(grace=10)
@@ -104,7 +114,8 @@ def measure(settings: Settings, n_stores: int, rollouts: int, spans: int, runner
             process.stop(grace=10)
     per_rollout = {f"{k}_cpu_ms": 1000 * v / rollouts for k, v in cpu.items() if k not in ("wall", "cores")}
     return {"stores": n_stores, "rollouts_per_s": rollouts / elapsed, "spans_per_s": rollouts * (spans + 1) / elapsed,
-            **per_rollout}
+            **per_rollout, "store_cpu_ms_each": per_rollout["stores_cpu_ms"] / n_stores,
+            "folded_per_rollout_max_store": max(folded) / rollouts}
 
 
 def main() -> None:
