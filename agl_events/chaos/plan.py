@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from agl_events.chaos.run import ChaosConfig
+from typing import Protocol
 
 #: The share of a run's rollouts held back from the start, to be fed in pieces, one before each action.
 HELD_BACK = 0.25
+
+
+class ChaosConfig(Protocol):
+    """What a plan is made from (`chaos.run.ChaosConfig` has it): declared here, so that the pure plan does not
+    import the run that executes it."""
+
+    rollouts: int
+    kills: int
+    leader_kills: int
+    broker_restarts: int
+    rolling_restart: bool
 
 
 @dataclass(frozen=True)
