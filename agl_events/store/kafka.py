@@ -139,7 +139,7 @@ class KafkaLightningStore(EventSourcedStore):
             bootstrap, settings.experiment, topic_name(settings.experiment, Topic.TASK_REQUESTS), codec,
             store.ingest_task, dead_letter_to(writer), writer.flush,
             catch_up=group.catch_up_rollouts if ownership is not None else None,
-            known=store.task_rollouts if ownership is not None else None)
+            known=functools.partial(_known_in_group, router, store) if ownership is not None else None)
         kafka_log = KafkaLog(writer, tasks_writer)
         store = cls(Backend(view, producer_id, kafka_log, follower, router=router, partition_folds=partition_folds,
                             companions=companions, log_queues=kafka_log.backpressure,
@@ -181,6 +181,13 @@ class _Membership:
 
     async def stop(self) -> None:
         await self._group.leave()  # hands our partitions over (drained) while the committer still runs
+
+
+async def _known_in_group(router: Router, store: LightningStore, keys: list[str]) -> dict[str, str]:
+    """Which keys of an ingester's poll the group turned into rollouts, once this store owns a partition to
+    create the others in (it waits for one as `ingest_task` does; NoOwnerError once the store closes)."""
+    await router.owning()
+    return await store.task_rollouts(keys)
 
 
 def _partition_folds(rollout_partitions: int, positions: list[Position], experiment: str, follower: Follower,

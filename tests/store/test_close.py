@@ -11,12 +11,12 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 
 from agl_events.config import Settings
-from agl_events.events.task_request import TaskRequest
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin, make_consumer
 from agl_events.store.ingester import ingest_group
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.membership import StoreGroup, group_id
+from agl_events.store.routing import Router
 from agl_events.topics import Topic, topic_name
 from agl_events.views.rocks import RocksKV
 
@@ -77,13 +77,13 @@ async def test_a_store_owning_nothing_closes_while_its_ingester_waits_for_a_part
     await asyncio.to_thread(create_topics, make_admin(settings.bootstrap_servers), settings.experiment)
     hogs = await asyncio.to_thread(_hogs, settings)
     ingesting = asyncio.Event()
-    ingest_task = KafkaLightningStore.ingest_task
+    owning = Router.owning
 
-    async def observed_ingest_task(store: KafkaLightningStore, key: str, request: TaskRequest) -> tuple[str, bool]:
+    async def observed_owning(router: Router) -> None:
         ingesting.set()
-        return await ingest_task(store, key, request)
+        await owning(router)
 
-    monkeypatch.setattr(KafkaLightningStore, "ingest_task", observed_ingest_task)
+    monkeypatch.setattr(Router, "owning", observed_owning)
     try:
         store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view",
                                                advertise_url="http://127.0.0.1:9")
