@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from agl_events.config import Settings
-from agl_events.proc.ports import free_port
+from agl_events.proc.ports import free_port, port_free
 from agl_events.server.process import store_ready
 from agl_events.supervise.backoff import BackoffPolicy
 from agl_events.supervise.paths import UpPaths
@@ -26,23 +26,35 @@ STOP_GRACE_SECONDS = 15.0
 Say = Callable[[str], None]
 
 
+def _free_ports(count: int) -> int:
+    """The first of `count` consecutive ports free now (`up` gives stores consecutive ports)."""
+    while True:
+        first = free_port()
+        if first + count - 1 <= 65535 and all(port_free(first + k) for k in range(1, count)):
+            return first
+
+
 class Deployment:
     """The run's processes under the supervisor of `agl-events up` (`supervise.Supervisor`, driven here tick by
     tick): its plan, its child processes, its restarts with backoff. A kill is a SIGKILL of one child; the
     supervisor notes the exit and starts it again, as it does for a crash. What was killed, and what the
     supervisor restarted that had not been killed, is counted by kind."""
 
-    def __init__(self, settings: Settings, runners: int, say: Say) -> None:
-        """One store, one processor worker and `runners` runner commands of `settings`' experiment, under
-        `settings.home`, on the bootstrap servers `settings` names."""
+    def __init__(self, settings: Settings, runners: int, say: Say, stores: int = 1) -> None:
+        """`stores` store processes (one store group: each advertises its URL to the others), one processor
+        worker and `runners` runner commands of `settings`' experiment, runner i talking to store i % stores (as
+        `up` spreads them), under `settings.home`, on the bootstrap servers `settings` names."""
         home = settings.home.absolute()
         paths = UpPaths(home, settings.experiment)
-        options = UpOptions(runners=runners, processors=1, samples=False, agent=AGENT, store_port=free_port())
+        options = UpOptions(runners=runners, processors=1, stores=stores, samples=False, agent=AGENT,
+                            store_port=_free_ports(stores))
         plan = build_plan(options, experiment=settings.experiment, bootstrap=settings.bootstrap_servers,
-                          home=home, folder=paths.folder, free_port=free_port,
+                          home=home, folder=paths.folder, free_port=free_port, advertise=True,
                           stop_grace=STOP_GRACE_SECONDS)
         self.supervisor = Supervisor(plan, paths, policy=RESTARTS, say=say)
-        self.store_url = plan.of_kind(Kind.STORE)[0].url or ""
+        #: Every member of the store group; any one answers for the whole experiment (reads about a rollout go
+        #: to its owner, `query_rollouts` fans out), so the run asks whichever answers.
+        self.store_urls = [spec.url or "" for spec in plan.of_kind(Kind.STORE)]
         self.processor_url = plan.of_kind(Kind.PROCESSOR)[0].url or ""
         self.say = say
         self.kills: Counter[str] = Counter()
@@ -50,10 +62,14 @@ class Deployment:
         self._killed: set[str] = set()  # killed, not started again yet
 
     def start(self, timeout: float = 120.0) -> None:
-        """Start everything; returns once the store answers (one that exits meanwhile, with no broker yet, say,
+        """Start everything; returns once every store answers (one that exits meanwhile, with no broker yet, say,
         is started again by the supervisor)."""
         self.supervisor.start()
-        self.heal_until(lambda: store_ready(self.store_url), timeout, "the store did not answer")
+        self.heal_until(self.stores_ready, timeout, "the stores did not answer")
+
+    def stores_ready(self) -> bool:
+        """Whether every store answers (its view caught up)."""
+        return all(store_ready(url) for url in self.store_urls)
 
     def kill(self, kind: str, rng: random.Random) -> None:
         """SIGKILL one running process of `kind` (store, processor, runner); the supervisor starts it again. While

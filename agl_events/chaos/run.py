@@ -20,11 +20,12 @@ promises for the loss of a minority of its nodes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.processors.partition_views import summed_counts
 from agl_events.reducers import keys
-from agl_events.replay.digest import digest
+from agl_events.replay.digest import Digest, digest
 from agl_events.replay.rebuild import rebuild
 from agl_events.server.client import StoreClient
 from agl_events.store.readonly import ReadOnlyStore
@@ -57,6 +58,8 @@ UNRESPONSIVE_SECONDS = 3.0
 #: ... on a cluster longer than a leader's failover (10-16 s measured on a loaded 2-core machine), during which
 #: live attempts' heartbeats and spans wait: with 3 s the 8,000-rollout run retried a rollout that was running.
 CLUSTER_UNRESPONSIVE_SECONDS = 30.0
+#: Rollouts per enqueue call.
+ENQUEUE_BATCH = 50
 Say = Callable[[str], None]
 
 
@@ -65,6 +68,7 @@ class ChaosConfig(BaseModel):
 
     rollouts: int = Field(300, ge=1)
     runners: int = Field(3, ge=1)
+    stores: int = Field(1, ge=1, description="store processes, one store group: a store kill SIGKILLs one member")
     kills: int = Field(5, ge=0)
     broker_restarts: int = Field(1, ge=0, le=1, description="stop and start the single broker once")
     brokers: int = Field(1, ge=1, description="nodes of the run's local cluster")
@@ -98,6 +102,7 @@ class ChaosReport(BaseModel):
     """What a run did and found; the first fields, to `seconds`, are the JSON last line's."""
 
     rollouts: int
+    stores: int
     kills: int
     broker_restarts: int
     brokers: int
@@ -139,33 +144,59 @@ def _stamped(say: Say, started: float) -> Say:
     return lambda line: say(f"{time.monotonic() - started:6.1f} s  {line}")
 
 
-def _finished(store_url: str) -> int | None:
-    """How many rollouts are terminal now, or None while the store does not answer."""
-    try:
-        response = httpx.get(f"{store_url}/v1/agl/rollouts", timeout=10,
-                             params=[("status_in", s) for s in sorted(TERMINAL)] + [("limit", "1")])
-        return int(response.json()["total"]) if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, KeyError):
-        return None
+def _finished(store_urls: Sequence[str]) -> int | None:
+    """How many rollouts are terminal now, as the first store that answers counts them (any member's count is the
+    group's: `query_rollouts` fans out), or None while none answers."""
+    for url in store_urls:
+        try:
+            response = httpx.get(f"{url}/v1/agl/rollouts", timeout=10,
+                                 params=[("status_in", s) for s in sorted(TERMINAL)] + [("limit", "1")])
+            if response.status_code == 200:
+                return int(response.json()["total"])
+        except (httpx.HTTPError, ValueError, KeyError):
+            continue
+    return None
 
 
-def _enqueue(store_url: str, config: ChaosConfig, rollouts: range, into: list[str]) -> None:
-    """Enqueue these rollouts of the workload in batches, adding each batch's ids to `into` once acknowledged."""
+def enqueue(store_urls: Sequence[str], config: ChaosConfig, rollouts: range, into: list[str]) -> None:
+    """Enqueue these rollouts of the workload in batches, adding each batch's ids to `into` once acknowledged.
+    Batch k goes to store k mod N, the next one if that one refuses: a store creates rollouts in partitions it
+    owns, so spreading the batches spreads the workload over the group's members."""
     rollout_config = {"unresponsive_seconds": config.unresponsive_seconds, "max_attempts": config.max_attempts,
                       "retry_condition": ["unresponsive", "timeout", "failed"]}
-    for first in range(rollouts.start, rollouts.stop, 50):
+    for first in range(rollouts.start, rollouts.stop, ENQUEUE_BATCH):
         batch = [{"input": {"i": i, "step_seconds": config.step_seconds}, "config": rollout_config}
-                 for i in range(first, min(first + 50, rollouts.stop))]
-        response = httpx.post(f"{store_url}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch}, timeout=60)
-        response.raise_for_status()
-        into += [r["rollout_id"] for r in response.json()]
+                 for i in range(first, min(first + ENQUEUE_BATCH, rollouts.stop))]
+        into += _enqueue_batch(_rotated(store_urls, first // ENQUEUE_BATCH), batch)
 
 
-def _feed(store_url: str, config: ChaosConfig, steps: list[Step], enqueued: list[str], say: Say) -> bool:
-    """Enqueue the next step's rollouts; False if the store refused, the step left due with what is left to feed."""
+def _rotated(items: Sequence[str], k: int) -> list[str]:
+    """`items` starting from item k mod len(items), wrapping around."""
+    start = k % len(items)
+    return [*items[start:], *items[:start]]
+
+
+def _enqueue_batch(store_urls: Sequence[str], batch: list[dict[str, Any]]) -> list[str]:
+    """The batch's rollout ids as the first store that accepts it acknowledged them; the last one's refusal raised
+    if every store refused."""
+    *others, last = store_urls
+    for url in others:
+        with contextlib.suppress(httpx.HTTPError):
+            return _post_batch(url, batch)
+    return _post_batch(last, batch)
+
+
+def _post_batch(store_url: str, batch: list[dict[str, Any]]) -> list[str]:
+    response = httpx.post(f"{store_url}/v1/agl/queues/rollouts/enqueue", json={"rollouts": batch}, timeout=60)
+    response.raise_for_status()
+    return [r["rollout_id"] for r in response.json()]
+
+
+def _feed(store_urls: Sequence[str], config: ChaosConfig, steps: list[Step], enqueued: list[str], say: Say) -> bool:
+    """Enqueue the next step's rollouts; False if the stores refused, the step left due with what is left to feed."""
     fed = len(enqueued)
     try:
-        _enqueue(store_url, config, steps[0].feed, enqueued)
+        enqueue(store_urls, config, steps[0].feed, enqueued)
         return True
     except httpx.HTTPError as exc:
         steps[0] = replace(steps[0], feed=steps[0].feed[len(enqueued) - fed:])
@@ -173,21 +204,44 @@ def _feed(store_url: str, config: ChaosConfig, steps: list[Step], enqueued: list
         return False
 
 
-async def _store_contents(url: str) -> tuple[list[Any], dict[str, Any], dict[str, Any], str]:
+async def _store_contents(url: str) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """Every rollout with its attempts and spans, read through one store (a group member fans the rollouts query
+    out and sends each rollout's reads to its owner)."""
     client = StoreClient(url)
     try:
         rollouts = await client.query_rollouts()
         attempts = {r.rollout_id: await client.query_attempts(r.rollout_id) for r in rollouts}
         spans = {r.rollout_id: await client.query_spans(r.rollout_id) for r in rollouts}
-        return rollouts, attempts, spans, (await digest(client)).value
+        return rollouts, attempts, spans
     finally:
         await client.close()
 
 
-async def _rebuilt_digest(view: Path) -> str:
+async def _live_digests(urls: Sequence[str]) -> dict[str, Digest]:
+    """The digest of the whole experiment as each store answers for it: in a group, every member's merged answers
+    (its fan-out over the others' partitions, its forwarded reads), each to equal the rebuild from the log."""
+    found = {}
+    for url in urls:
+        client = StoreClient(url)
+        try:
+            found[url] = await digest(client)
+        finally:
+            await client.close()
+    return found
+
+
+def _settled(found: Digest) -> Digest:
+    """`found` with each worker's part reduced to its id: runners keep writing their worker's heartbeat (every 10 s)
+    after the workload, so a live read and a rebuild taken seconds apart (one per store in a group, each over the
+    whole experiment) differ there with nothing wrong; rollouts, attempts, spans and resources must not."""
+    return Digest(parts={key: "" if key.startswith("worker/") else part for key, part in found.parts.items()},
+                  counts=found.counts)
+
+
+async def _rebuilt_digest(view: Path) -> Digest:
     store = ReadOnlyStore.open(view)
     try:
-        return (await digest(store)).value
+        return await digest(store)
     finally:
         await store.close()
 
@@ -248,21 +302,22 @@ def run_chaos(config: ChaosConfig, say: Say = print, cluster: LocalCluster | Non
     settings = Settings(home=config.home, experiment="chaos", bootstrap=broker.bootstrap)
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
     topics = [spec.name(settings.experiment) for spec in LAYOUT]
-    deployment = Deployment(settings, config.runners, say)
+    deployment = Deployment(settings, config.runners, say, stores=config.stores)
     restarts, rolling, failovers, api_errors, problems = 0, None, [], 0, []
     try:
         deployment.start()
         planned = plan(config, rng)
         steps, deadline = list(planned.steps), time.monotonic() + config.timeout
         enqueued: list[str] = []
-        _enqueue(deployment.store_url, config, planned.first, enqueued)
+        enqueue(deployment.store_urls, config, planned.first, enqueued)
         say(f"enqueued {len(enqueued)} of {config.rollouts} rollouts on {config.runners} runners, "
-            f"{config.brokers} broker(s); the rest one piece before each of {len(steps)} actions")
+            f"{config.stores} store(s), {config.brokers} broker(s); the rest one piece before each of {len(steps)} "
+            "actions")
         while time.monotonic() < deadline:
-            done = _finished(deployment.store_url)
+            done = _finished(deployment.store_urls)
             api_errors += done is None
             if done is not None and steps and done >= steps[0].at:
-                fed = _feed(deployment.store_url, config, steps, enqueued, say)
+                fed = _feed(deployment.store_urls, config, steps, enqueued, say)
                 api_errors += not fed
                 action = steps.pop(0).action if fed else None
                 if action == "broker":
@@ -283,13 +338,18 @@ def run_chaos(config: ChaosConfig, say: Say = print, cluster: LocalCluster | Non
             deployment.heal()
             time.sleep(0.25)
         say("checking")
-        rollouts, attempts, spans, live = asyncio.run(_store_contents(deployment.store_url))
+        deployment.heal_until(deployment.stores_ready, 120.0, "the stores did not answer after the workload")
+        rollouts, attempts, spans = asyncio.run(_store_contents(deployment.store_urls[0]))
         findings: Findings = check(enqueued, rollouts, attempts, spans, SPANS_PER_ATTEMPT)
         problems += findings.lost + findings.duplicated + findings.non_terminal + findings.gaps
         rebuilt = rebuild(settings, config.home / "rebuilt")
-        rebuild_equal = asyncio.run(_rebuilt_digest(rebuilt.path)) == live
-        if not rebuild_equal:
-            problems.append("the live store's digest differs from a rebuild from offset 0")
+        expected = _settled(asyncio.run(_rebuilt_digest(rebuilt.path)))
+        lives = {url: _settled(live) for url, live in asyncio.run(_live_digests(deployment.store_urls)).items()}
+        differing = {url: live.first_difference(expected) for url, live in lives.items()
+                     if live.value != expected.value}
+        problems += [f"the live store {url}'s digest differs from a rebuild from offset 0 (first at {part})"
+                     for url, part in differing.items()]
+        rebuild_equal = not differing
         processor_equal = _processor_matches(deployment, rebuilt.path, enqueued, problems)
     finally:
         deployment.stop()
@@ -297,7 +357,8 @@ def run_chaos(config: ChaosConfig, say: Say = print, cluster: LocalCluster | Non
             broker.stop()
     not_succeeded = sum(a.status != "succeeded" for tries in attempts.values() for a in tries)
     timed = [f.all_seconds for f in failovers if f.all_seconds is not None]
-    return ChaosReport(rollouts=len(enqueued), kills=sum(deployment.kills.values()), broker_restarts=restarts,
+    return ChaosReport(rollouts=len(enqueued), stores=config.stores, kills=sum(deployment.kills.values()),
+                       broker_restarts=restarts,
                        brokers=config.brokers, leader_kills=len(failovers), rolling_restarts=int(rolling is not None),
                        lost=len(findings.lost), duplicated=len(findings.duplicated),
                        non_terminal=len(findings.non_terminal), gaps=len(findings.gaps),

@@ -19,8 +19,8 @@ console = Console(soft_wrap=True)
 
 def _table(report: ChaosReport) -> Table:
     table = Table("figure", "value", title="chaos run")
-    rows = {"rollouts": report.rollouts, "statuses": report.statuses, "attempts": report.attempts,
-            "spans": report.spans, "kills (SIGKILL)": report.kills_by_target,
+    rows = {"rollouts": report.rollouts, "stores (one store group)": report.stores, "statuses": report.statuses,
+            "attempts": report.attempts, "spans": report.spans, "kills (SIGKILL)": report.kills_by_target,
             "restarts after a crash": report.restarts_after_crash or "none",
             "broker restarts": report.broker_restarts, "brokers": report.brokers,
             "leader kills (SIGKILL)": report.leader_kills,
@@ -42,6 +42,8 @@ def chaos(
     ctx: typer.Context,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts in the workload.")] = 300,
     runners: Annotated[int, typer.Option(min=1, help="Runner processes.")] = 3,
+    stores: Annotated[int, typer.Option(min=1, help="Store processes in one store group; runner i talks to store i "
+                                                    "mod N, a store kill SIGKILLs one member.")] = 1,
     kills: Annotated[int, typer.Option(min=0, help="SIGKILLs, spread over store, processor and runners.")] = 5,
     broker_restarts: Annotated[int | None, typer.Option(
         min=0, max=1, help="Stop and start the single broker (0 or 1; default 1, 0 on a cluster).")] = None,
@@ -58,17 +60,18 @@ def chaos(
     timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for every rollout to finish.")] = 900,
     home: Annotated[Path | None, typer.Option(help="The run's folder (default <home>/chaos; emptied first).")] = None,
 ) -> None:
-    """Run N rollouts on a broker of the run's own (started on free ports, never yours) with a store server, a
-    processor and runner processes, SIGKILL them at random moments and restart the broker once (on a cluster,
-    `--brokers 3`: SIGKILL the busiest partitions' leader and restart every node in turn); then check
-    through the REST API and a view rebuilt from the log that every rollout is terminal, every acknowledged span
-    is there, nothing is duplicated, sequence ids have no gaps and the processor's views equal the rebuild.
+    """Run N rollouts on a broker of the run's own (started on free ports, never yours) with a store server (or
+    `--stores N` of them in one store group), a processor and runner processes, SIGKILL them at random moments and
+    restart the broker once (on a cluster, `--brokers 3`: SIGKILL the busiest partitions' leader and restart every
+    node in turn); then check through the REST API and a view rebuilt from the log that every rollout is terminal,
+    every acknowledged span is there, nothing is duplicated, sequence ids have no gaps, every store's answers
+    equal the rebuild and the processor's views do too.
     Prints a table, then one JSON line; exit 1 if anything was lost, duplicated or left unfinished, or (on a
     cluster with `--kills 0`) if a client saw an error."""
     cfg = settings(ctx)
     cluster = brokers > 1
     try:
-        config = ChaosConfig(rollouts=rollouts, runners=runners, kills=kills, brokers=brokers,
+        config = ChaosConfig(rollouts=rollouts, runners=runners, stores=stores, kills=kills, brokers=brokers,
                              broker_restarts=(0 if cluster else 1) if broker_restarts is None else broker_restarts,
                              leader_kills=(3 if cluster else 0) if leader_kills is None else leader_kills,
                              rolling_restart=cluster if rolling_restart is None else rolling_restart,
