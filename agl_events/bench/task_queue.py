@@ -28,7 +28,7 @@ from agl_events.log.clients import make_admin, make_producer
 from agl_events.log.consumer import GroupConsumer
 from agl_events.log.records import RawRecord
 from agl_events.log.share import Acquired, Outcome, ShareMember, configure_share_group
-from agl_events.runner.tasks import TASK_LOCK_MS
+from agl_events.runner.tasks import TASK_DELIVERY_LIMIT, TASK_LOCK_MS
 
 
 def _topic_with_tasks(bootstrap: str, tasks: int, partitions: int) -> tuple[str, dict[int, float]]:
@@ -123,7 +123,7 @@ def main() -> None:
         topic, work = _topic_with_tasks(bootstrap, args.tasks, args.partitions)
         group = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
         if kind == "share":
-            configure_share_group(bootstrap, group, TASK_LOCK_MS)
+            configure_share_group(bootstrap, group, TASK_LOCK_MS, TASK_DELIVERY_LIMIT)
         queue = _Shared if kind == "share" else _Classic
         results[kind] = _consume(functools.partial(queue, bootstrap, group, topic), work, args.tasks, args.consumers)
         make_admin(bootstrap).delete_topics([topic])

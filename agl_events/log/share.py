@@ -3,7 +3,9 @@
 A share group lets any number of members read one partition, so an idle member gets the next record while
 another holds a slow one (the runners' task queue, `runner.tasks`). A record is locked to the member that
 fetched it until the member settles it (`Outcome`) or the lock expires; `configure_share_group` sets where a
-new group starts and how long a lock lasts.
+new group starts, how long a lock lasts and how many times a record may be handed out: every acquisition counts,
+whether the record is then accepted, released or its lock expires, and past the limit the broker archives it for
+good (an application that must not lose a record has to notice and write it again, as the store does for tasks).
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ class Acquired:
     handle: Message = field(repr=False, compare=False)
 
 
-def configure_share_group(bootstrap: str, group: str, lock_ms: int) -> None:
+def configure_share_group(bootstrap: str, group: str, lock_ms: int, delivery_limit: int) -> None:
     """Start `group` at the log's beginning (a share group starts at its end by default: records written before
-    the first member must count), and lock fetched records for `lock_ms` where the broker allows it (it refuses
-    values under `group.share.min.record.lock.duration.ms`; the group then keeps the broker's default)."""
+    the first member must count), lock fetched records for `lock_ms` and hand a record out at most
+    `delivery_limit` times where the broker allows it (it refuses values outside
+    `group.share.{min,max}.record.lock.duration.ms` and `group.share.{min,max}.delivery.count.limit`; the group
+    then keeps the broker's default)."""
     admin = make_admin(bootstrap)
 
     def set_config(name: str, value: str) -> None:
@@ -51,10 +55,11 @@ def configure_share_group(bootstrap: str, group: str, lock_ms: int) -> None:
         admin.incremental_alter_configs([resource])[resource].result()
 
     set_config("share.auto.offset.reset", "earliest")
-    try:
-        set_config("share.record.lock.duration.ms", str(lock_ms))
-    except KafkaException as exc:
-        log.warning("keeping the broker's record lock duration for %s: %s", group, exc)
+    for name, value in (("share.record.lock.duration.ms", lock_ms), ("share.delivery.count.limit", delivery_limit)):
+        try:
+            set_config(name, str(value))
+        except KafkaException as exc:
+            log.warning("keeping the broker's %s for %s: %s", name, group, exc)
 
 
 class ShareMember:
@@ -71,7 +76,10 @@ class ShareMember:
         self._consumer.subscribe([topic])
 
     def unsubscribe(self) -> None:
-        """Leave the group: records this member fetched ahead go back to the others at once."""
+        """Leave the group: records this member fetched ahead go back to the others at once. The outcomes not
+        sent yet are sent first: leaving drops them, and a record accepted here would be handed out again
+        (one more delivery of a record already done with)."""
+        self._consumer.commit_sync()
         self._consumer.unsubscribe()
 
     def poll(self, timeout: float) -> list[Acquired]:

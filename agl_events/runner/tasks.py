@@ -27,6 +27,11 @@ def share_group(experiment: str) -> str:
 #: hands them to idle runners sooner. Brokers refuse values under group.share.min.record.lock.duration.ms
 #: (15 s by default; our local broker allows 1 s), in which case the group keeps the broker's default.
 TASK_LOCK_MS = 5000
+#: How many times a task record may be handed out (Kafka's default is 5; 10 is the most a broker allows by
+#: default). Each time a busy runner steps aside or hands back tasks it fetched beyond its free slots counts; a
+#: record past the limit is archived, and only the store's re-dispatch of rollouts left unclaimed
+#: (`store.commands.unclaimed`) gets such a rollout run. The higher limit makes that rare.
+TASK_DELIVERY_LIMIT = 10
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class TaskQueue:
                  ) -> None:
         """`max_records`: the most tasks one poll hands out (the runner's slots)."""
         self.codec = codec
-        configure_share_group(bootstrap, share_group(experiment), TASK_LOCK_MS)
+        configure_share_group(bootstrap, share_group(experiment), TASK_LOCK_MS, TASK_DELIVERY_LIMIT)
         self._consumer = ShareMember(bootstrap, share_group(experiment), max_records,
                                      **{"client.id": runner_id, "fetch.wait.max.ms": 500})
         self._topic = topic_name(experiment, Topic.TASKS)

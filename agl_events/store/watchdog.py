@@ -1,4 +1,6 @@
-"""The watchdog: rollouts whose attempt timed out or went silent are failed, retried or marked unresponsive.
+"""The watchdog: rollouts whose attempt timed out or went silent are failed, retried or marked unresponsive, and
+rollouts left queued unclaimed are announced to the runners again (`commands.unclaimed`: the task queue can lose a
+task record).
 
 It scans the running rollouts (`keys.ACTIVE`) and decides what their clocks imply
 (`commands.attempts.scan_unhealthy`), at most once per `debounce` seconds of the clock it is given. Two things
@@ -16,6 +18,7 @@ from typing import Any
 
 from agl_events.reducers import keys
 from agl_events.store.commands import attempts as attempt_cmds
+from agl_events.store.commands.unclaimed import Unclaimed, redispatch
 from agl_events.store.context import DecisionContext
 from agl_events.store.errors import StoreUnhealthyError
 from agl_events.views.store_view import StoreView
@@ -23,6 +26,10 @@ from agl_events.views.store_view import StoreView
 log = logging.getLogger(__name__)
 #: The loop's period floor: a debounce of 0 (scan before every call) must not spin the loop.
 MIN_PERIOD_SECONDS = 1.0
+#: How long a rollout waits queued and unclaimed before it is announced again (then twice as long, and so on). A
+#: task a runner fetched ahead is handed to another within the record lock (5 s) or at once when the runner steps
+#: aside, so a minute unclaimed means no runner is free or the record is gone; announcing again costs one record.
+REDISPATCH_AFTER_SECONDS = 60.0
 
 Decide = Callable[[Callable[[DecisionContext], Any]], Awaitable[Any]]
 
@@ -36,6 +43,7 @@ class Watchdog:
         self._clock = clock
         self._debounce = debounce
         self._last_scan: float | None = None
+        self._unclaimed = Unclaimed(REDISPATCH_AFTER_SECONDS)
         self._task: asyncio.Task[None] | None = None
 
     async def before_call(self) -> None:
@@ -47,7 +55,12 @@ class Watchdog:
         await self.scan()
 
     async def scan(self) -> int:
-        """Decide now what the running rollouts' clocks imply; how many attempts changed."""
+        """Decide now what the running rollouts' clocks imply; how many attempts changed. Queued rollouts
+        unclaimed for long are announced again."""
+        unclaimed = self._unclaimed.due(self._view.scan(keys.QUEUE), self._clock())
+        if unclaimed:
+            log.warning("announced %d rollouts queued unclaimed for long to the runners again",
+                        await self._decide(lambda ctx: redispatch(ctx, unclaimed)))
         active = [rid[len(keys.ACTIVE):] for rid, _ in self._view.scan(keys.ACTIVE)]
         if not active:
             return 0

@@ -26,14 +26,17 @@ def announce_queued(ctx: DecisionContext) -> int:
     the whole queue once more. A second announcement is harmless: runners claim through the store, and a
     claim of a rollout no longer queued is refused (`commands.tasks.claim`).
     """
-    announced = 0
-    for _, rid in list(ctx.scan(keys.QUEUE)):
-        if not ctx.placement.owns(rid):  # another store of the group announces its own
-            continue
-        rollout = ctx.rollout(rid)
-        queue_seq = ctx.get(keys.queued(rid))
-        if rollout is None or rollout["status"] not in QUEUING_STATUSES or queue_seq is None:
-            continue
-        dispatch(ctx, rollout, queue_seq)
-        announced += 1
-    return announced
+    return sum(announce(ctx, rid) for _, rid in list(ctx.scan(keys.QUEUE)))
+
+
+def announce(ctx: DecisionContext, rid: str) -> bool:
+    """Dispatch `rid` again at its place in the queue if it is still queued and this store owns it (another store
+    of the group announces its own); whether it did."""
+    if not ctx.placement.owns(rid):
+        return False
+    rollout = ctx.rollout(rid)
+    queue_seq = ctx.get(keys.queued(rid))
+    if rollout is None or rollout["status"] not in QUEUING_STATUSES or queue_seq is None:
+        return False
+    dispatch(ctx, rollout, queue_seq)
+    return True

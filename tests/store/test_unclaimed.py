@@ -1,0 +1,75 @@
+"""Rollouts left queued unclaimed are announced again: the runners' share group archives a task record handed out
+more times than its delivery count limit (a busy runner stepping aside and handing back what it fetched ahead
+counts each time), and nothing else would ever run that rollout."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from agl_events.config import Settings
+from agl_events.events.codec import AvroCodec
+from agl_events.log.share import Outcome, ShareMember, configure_share_group
+from agl_events.runner.tasks import TASK_LOCK_MS, Task, TaskQueue, share_group
+from agl_events.store.commands.unclaimed import Unclaimed
+from agl_events.store.kafka import KafkaLightningStore
+from agl_events.store.watchdog import REDISPATCH_AFTER_SECONDS
+from agl_events.topics import Topic, topic_name
+from tests.conftest import FakeClock
+from tests.eventually import eventually, eventually_async
+
+
+def test_an_entry_is_due_after_waiting_then_after_twice_as_long_and_afresh_once_requeued() -> None:
+    unclaimed = Unclaimed(after=10)
+    assert unclaimed.due([("q/1", "r1")], now=100) == []
+    assert unclaimed.due([("q/1", "r1")], now=109) == []
+    assert unclaimed.due([("q/1", "r1")], now=110) == ["r1"]
+    assert unclaimed.due([("q/1", "r1")], now=119) == []  # next at 100 + 20
+    assert unclaimed.due([("q/1", "r1")], now=120) == ["r1"]
+    assert unclaimed.due([("q/1", "r1")], now=139) == []  # next at 100 + 40
+    assert unclaimed.due([], now=150) == []  # claimed: forgotten
+    assert unclaimed.due([("q/2", "r1")], now=151) == []  # requeued at a new place: waits afresh
+    assert unclaimed.due([("q/2", "r1")], now=161) == ["r1"]
+
+
+def _hand_out_and_release(member: ShareMember, times: int) -> None:
+    """Acquire the one task record `times` times, handing it back each time (as a runner stepping aside does)."""
+    for _ in range(times):
+        acquired = eventually(lambda: member.poll(0.2), "the task record handed out")
+        member.settle(acquired[0], Outcome.RELEASE)
+
+
+@pytest.mark.kafka
+async def test_a_task_record_the_share_group_archived_is_dispatched_again_and_claimed_once(
+        settings: Settings, tmp_path: Path, clock: FakeClock) -> None:
+    bootstrap = settings.bootstrap_servers
+    configure_share_group(bootstrap, share_group(settings.experiment), TASK_LOCK_MS, delivery_limit=2)
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view", scan_debounce_seconds=0,
+                                           clock=clock)
+    queue: TaskQueue | None = None
+    try:
+        rollout = await store.enqueue_rollout(input={"n": 1})
+        member = ShareMember(bootstrap, share_group(settings.experiment))
+        member.subscribe(topic_name(settings.experiment, Topic.TASKS))
+        try:
+            await asyncio.to_thread(_hand_out_and_release, member, 2)
+            assert await asyncio.to_thread(member.poll, 1.0) == []  # archived: the broker hands it out no more
+        finally:
+            member.close()
+        queue = TaskQueue(bootstrap, settings.experiment, AvroCodec(), "r1")
+
+        async def next_task() -> list[Task]:
+            clock.advance(REDISPATCH_AFTER_SECONDS)  # unclaimed for long, as the store's clock sees it
+            return await asyncio.to_thread(queue.next_tasks, 0.5)
+
+        tasks = await eventually_async(next_task, "the rollout announced again")
+        assert [task.rollout_id for task in tasks] == [rollout.rollout_id]
+        assert await store.claim_rollout(rollout.rollout_id, "r1") is not None
+        assert await store.claim_rollout(rollout.rollout_id, "r2") is None  # any further announcement: refused
+        queue.done(tasks[0])
+    finally:
+        if queue is not None:
+            await asyncio.to_thread(queue.close)
+        await store.close()
