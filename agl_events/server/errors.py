@@ -101,7 +101,8 @@ class StoreErrorMiddleware:
             if started:
                 raise
             path = scope.get("path", "?")
-            if isinstance(exc, (*CLIENT_ERRORS, *UNAVAILABLE_ERRORS, ReadOnlyStoreError)):
+            # expected answers (a 421 included: the forwarder routes it again), logged without a traceback
+            if isinstance(exc, (*CLIENT_ERRORS, *UNAVAILABLE_ERRORS, ReadOnlyStoreError, NotOwnerError)):
                 logger.info("%s %s rejected: %s: %s", scope.get("method"), path, type(exc).__name__, exc)
             else:
                 logger.exception("Unhandled error on %s %s", scope.get("method"), path)
