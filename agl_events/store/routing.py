@@ -131,16 +131,20 @@ class Router:
             groups.setdefault(await self.owner_of(rid, deadline), []).append(i)
 
         async def part(owner: str | None, indices: list[int]) -> list[T]:
+            refused = False
             try:
                 return await (here(indices) if owner is None else there(owner, indices))
             except NotOwnerError:
                 if FORWARDED.get() and owner is None:
                     raise
+                refused = owner is not None
             except PeerUnavailableError:
                 self._check_running()
                 await asyncio.sleep(RETRY_SECONDS)
             self._check_running()
             self.refresh()
+            if refused:  # the owner we listed says it is not: ask again once the group has said who is
+                await self._changed(deadline, f"the partitions of {len(indices)} rollouts")
             if time.monotonic() > deadline:
                 raise NoOwnerError(f"no store of the group decided for {len(indices)} rollouts within "
                                    f"{ROUTE_WAIT_SECONDS} s")

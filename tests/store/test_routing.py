@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from agl_events.store.errors import NoOwnerError
+from agl_events.store.errors import NoOwnerError, NotOwnerError
 from agl_events.store.ownership import Ownership
 from agl_events.store.peers import PeerUnavailableError
 from agl_events.store.routing import Router
@@ -76,3 +78,26 @@ async def test_creating_gives_up_with_no_owner_once_the_store_stops() -> None:
 
     with pytest.raises(NoOwnerError):
         await router.create(here, there)
+
+
+async def test_a_refused_forward_is_sent_again_once_the_group_has_said_who_owns_the_partition_now() -> None:
+    """A forward refused with 421 (the listed owner no longer owns the partition) waits for the next description
+    of the group, which the membership thread answers a moment after `refresh`; it was sent again at once on the
+    stale map, and the 3-store chaos run's store-0 refused the same finish 19 times in a row."""
+    ownership = Ownership(partitions=2, own_url=HERE)
+    ownership.learn({0: DEAD, 1: DEAD})
+    loop = asyncio.get_running_loop()
+    router = Router(ownership, refresh=lambda: loop.call_soon(ownership.learn, {0: LIVE, 1: LIVE}))
+    tried: list[str] = []
+
+    async def here() -> str:
+        raise AssertionError("this store owns nothing")
+
+    async def there(owner: str) -> str:
+        tried.append(owner)
+        if owner != LIVE:
+            raise NotOwnerError(f"rollout ro-1 is not owned by {owner}")
+        return f"finished at {owner}"
+
+    assert await router.run("ro-1", here, there) == f"finished at {LIVE}"
+    assert tried == [DEAD, LIVE]
