@@ -34,6 +34,28 @@ def test_an_entry_is_due_after_waiting_then_after_twice_as_long_and_afresh_once_
     assert unclaimed.due([("q/2", "r1")], now=161) == ["r1"]
 
 
+def test_a_long_queue_moving_in_order_announces_nothing_again() -> None:
+    unclaimed = Unclaimed(after=10)
+    queue = [(f"q/{n:03d}", f"r{n}") for n in range(50)]
+    for now in range(100, 150):  # one taken from the head a second, for 50 s: every entry waits past `after`
+        assert unclaimed.due(queue, now=now) == []
+        queue = queue[1:]
+
+
+def test_an_entry_overtaken_by_later_ones_or_left_in_a_still_queue_is_announced_again() -> None:
+    unclaimed = Unclaimed(after=10)
+    assert unclaimed.due([("q/1", "lost"), ("q/2", "a")], now=100) == []
+    assert unclaimed.due([("q/1", "lost"), ("q/3", "b")], now=105) == []  # a taken: the queue moves
+    assert unclaimed.due([("q/1", "lost"), ("q/3", "b"), ("q/4", "c")], now=110) == []  # waited, not overtaken
+    # c, queued 10 s after the lost one, is taken first: the lost one's record was skipped
+    assert unclaimed.due([("q/1", "lost"), ("q/3", "b")], now=112) == ["lost"]
+    still = Unclaimed(after=10)
+    assert still.due([("q/1", "a"), ("q/2", "b")], now=100) == []
+    assert still.due([("q/2", "b")], now=105) == []  # a taken: the queue moved at 105
+    assert still.due([("q/2", "b")], now=114) == []
+    assert still.due([("q/2", "b")], now=115) == ["b"]  # nothing taken for 10 s
+
+
 def _hand_out_and_release(member: ShareMember, times: int) -> None:
     """Acquire the one task record `times` times, handing it back each time (as a runner stepping aside does)."""
     for _ in range(times):
