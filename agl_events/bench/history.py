@@ -105,12 +105,16 @@ def rebuild_rss(settings: Settings, experiment: str, timeout: float = 3600) -> d
     port, views = free_port(), Path(tempfile.mkdtemp(prefix="agl-bench-history-"))
     env = {"AGL_EXPERIMENT": experiment, "AGL_KAFKA_BOOTSTRAP": settings.bootstrap_servers, "AGL_HOME": str(views)}
 
-    def answered() -> bool:  # the first request opens the experiment: it answers once the view caught up
+    def answered() -> bool:
+        """The first request opens the experiment; it is answered once the store owns the partitions it folded
+        to their ends, and a 503 (no owner within the router's 60 s, as a long rebuild takes) means not yet."""
         try:
-            httpx.get(f"http://127.0.0.1:{port}/v1/agl/rollouts", params={"limit": 1}, timeout=timeout
-                      ).raise_for_status()
+            response = httpx.get(f"http://127.0.0.1:{port}/v1/agl/rollouts", params={"limit": 1}, timeout=timeout)
         except httpx.TransportError:
             return False
+        if response.status_code == 503:
+            return False
+        response.raise_for_status()
         return True
 
     with agl_events_process(["store", "--port", str(port)], env, views) as server:
