@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -129,7 +129,7 @@ class Runner:
                 if cfg.max_rollouts is not None and started >= cfg.max_rollouts:
                     break
                 if len(running) >= cfg.concurrency:
-                    await self._wait_for_a_slot(running, queue, backlog)
+                    await wait_for_a_slot(running, queue, backlog, cfg.step_aside_after)
                     continue
                 free = cfg.concurrency - len(running)
                 if cfg.max_rollouts is not None:
@@ -156,24 +156,6 @@ class Runner:
             await client.close()
             self._agents.shutdown(wait=False)
         return self.completed
-
-    async def _wait_for_a_slot(self, running: set[asyncio.Task[None]], queue: TaskQueue, backlog: list[Task]
-                               ) -> None:
-        """Every slot is busy: wait for one to free. Busy that long, the runner steps aside from the task group
-        meanwhile (its client would keep acquiring tasks that idle runners could run; its backlog goes back
-        too) and rejoins after."""
-        done, _ = await asyncio.wait(running, timeout=self.config.step_aside_after,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        if done:
-            return
-        if backlog:
-            await asyncio.to_thread(_each, queue.give_back, backlog)
-            backlog.clear()
-        await asyncio.to_thread(queue.step_aside)
-        try:
-            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            await asyncio.to_thread(queue.rejoin)
 
     async def _heartbeats(self, client: StoreClient, writer: EventWriter) -> None:
         while True:
@@ -276,6 +258,36 @@ class Runner:
         context = contextvars.copy_context()  # the tracer finds the attempt through it, as to_thread would
         return await asyncio.get_running_loop().run_in_executor(
             self._agents, context.run, self.agent.execute_sync, rollout.input, resources, rollout)
+
+
+class SteppingAside(Protocol):
+    """What `wait_for_a_slot` asks of the task queue (`runner.tasks.TaskQueue`)."""
+
+    def give_back(self, task: Task) -> None: ...
+
+    def step_aside(self) -> None: ...
+
+    def rejoin(self) -> None: ...
+
+
+async def wait_for_a_slot(running: set[asyncio.Task[None]], queue: SteppingAside, backlog: list[Task],
+                          step_aside_after: float) -> None:
+    """Every slot is busy: wait for one to free. Busy for `step_aside_after`, the runner steps aside from the
+    task group meanwhile (its client would keep acquiring tasks that idle runners could run; its backlog goes
+    back too) and rejoins after. Stepping aside takes broker round trips (seconds while a broker restarts), in
+    which the rollouts may all end: then there is nothing left to wait for."""
+    done, _ = await asyncio.wait(running, timeout=step_aside_after, return_when=asyncio.FIRST_COMPLETED)
+    if done:
+        return
+    if backlog:
+        await asyncio.to_thread(_each, queue.give_back, backlog)
+        backlog.clear()
+    await asyncio.to_thread(queue.step_aside)
+    try:
+        if running:
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await asyncio.to_thread(queue.rejoin)
 
 
 def run_runner(config: RunnerConfig, agent: LitAgent[Any] | None = None) -> int:

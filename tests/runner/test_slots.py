@@ -1,0 +1,48 @@
+"""Waiting for a free slot: a runner busy in every slot steps aside from the task group, and its rollouts may all
+end while it does (stepping aside takes broker round trips, seconds while a broker restarts)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from agl_events.runner.tasks import Task
+from agl_events.runner.worker import wait_for_a_slot
+from tests.eventually import eventually_async
+
+
+class SlowToStepAside:
+    """A task queue whose step-aside lasts until the test lets it end, as a restarting broker's does."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def give_back(self, task: Task) -> None:
+        self.calls.append("give_back")
+
+    def step_aside(self) -> None:
+        self.calls.append("step_aside")
+        assert self.release.wait(10)
+
+    def rejoin(self) -> None:
+        self.calls.append("rejoin")
+
+
+async def test_rollouts_ending_while_the_runner_steps_aside_leave_nothing_to_wait_for() -> None:
+    queue = SlowToStepAside()
+    ended = asyncio.Event()
+    rollout = asyncio.create_task(ended.wait())
+    running = {rollout}
+    rollout.add_done_callback(running.discard)
+
+    async def end_the_rollout_then_the_step_aside() -> None:
+        await eventually_async(lambda: "step_aside" in queue.calls, "the runner stepping aside")
+        ended.set()
+        await rollout
+        queue.release.set()
+
+    helper = asyncio.create_task(end_the_rollout_then_the_step_aside())
+    await asyncio.wait_for(wait_for_a_slot(running, queue, [], step_aside_after=0.05), 10)
+    await helper
+    assert running == set() and queue.calls == ["step_aside", "rejoin"]
