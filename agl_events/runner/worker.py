@@ -275,14 +275,19 @@ async def wait_for_a_slot(running: set[asyncio.Task[None]], queue: SteppingAside
     """Every slot is busy: wait for one to free. Busy for `step_aside_after`, the runner steps aside from the
     task group meanwhile (its client would keep acquiring tasks that idle runners could run; its backlog goes
     back too) and rejoins after. Stepping aside takes broker round trips (seconds while a broker restarts), in
-    which the rollouts may all end: then there is nothing left to wait for."""
+    which the rollouts may all end: then there is nothing left to wait for. Stepping aside only spares idle
+    runners a wait, so a broker error while leaving (it sends the pending acknowledgements first) leaves the
+    runner waiting in the group, not ended."""
     done, _ = await asyncio.wait(running, timeout=step_aside_after, return_when=asyncio.FIRST_COMPLETED)
     if done:
         return
     if backlog:
         await asyncio.to_thread(_each, queue.give_back, backlog)
         backlog.clear()
-    await asyncio.to_thread(queue.step_aside)
+    try:
+        await asyncio.to_thread(queue.step_aside)
+    except Exception as exc:  # the share consumer's KafkaException (only the log package names Kafka's types)
+        log.warning("could not step aside from the task group (%s); waiting for a slot in it", exc)
     try:
         if running:
             await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
