@@ -12,6 +12,7 @@ offset+limit rollouts of its share sorted as asked; the pages are merged and cut
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +39,10 @@ def rollout_of(found: dict[str, Any]) -> Rollout | AttemptedRollout:
 
 def in_partitions(partitions: frozenset[int], count: int) -> q.Condition:
     return lambda rollout: partition_of(rollout["rollout_id"], count) in partitions
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
 
 
 def _in_order(asked: list[str], finished: list[Rollout]) -> list[Rollout | None]:
@@ -116,25 +121,63 @@ class RoutedReads:
 
     async def wait_for_rollouts(self, rollout_ids: Sequence[str], timeout: float | None) -> list[Rollout]:
         """Each owner waits for its rollouts (only its view sees them finish); the finished ones in the order
-        asked."""
-        async def here(indices: list[int]) -> list[Rollout | None]:
-            return _in_order([rollout_ids[i] for i in indices],
-                             await self._waits.wait([rollout_ids[i] for i in indices], timeout))
-
-        async def there(owner: str, indices: list[int]) -> list[Rollout | None]:
-            asked = [rollout_ids[i] for i in indices]
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:  # in slices, each well within a forwarded call's HTTP timeout
-                left = FORWARDED_WAIT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
-                found = await self._peers.call(owner, routes.WAIT_ROLLOUTS.method, routes.WAIT_ROLLOUTS.path, {
-                    "rollout_ids": asked, "timeout": min(left, FORWARDED_WAIT_SECONDS)})
-                done = _in_order(asked, [Rollout.model_validate(r) for r in found])
-                if None not in done or left <= FORWARDED_WAIT_SECONDS:
-                    return done
-
+        asked. A wait here whose partition is handed over meanwhile (this view stops folding it) goes on at the
+        new owner."""
         if self._router.ownership is None:
             return await self._waits.wait(rollout_ids, timeout)
-        return [r for r in await self._router.run_many(rollout_ids, here, there) if r is not None]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        finished: dict[str, Rollout] = {}
+        waiting = list(dict.fromkeys(rollout_ids))
+        while waiting:
+            handed_over: list[str] = []
+            answers = await self._router.run_many(
+                waiting, functools.partial(self._wait_here, waiting, deadline, handed_over),
+                functools.partial(self._wait_there, waiting, deadline))
+            finished.update((r.rollout_id, r) for r in answers if r is not None)
+            waiting = [rid for rid in handed_over if rid not in finished]
+        return [finished[rid] for rid in rollout_ids if rid in finished]
+
+    async def _wait_here(self, rollout_ids: list[str], deadline: float | None, handed_over: list[str],
+                         indices: list[int]) -> list[Rollout | None]:
+        """Wait in this view for those of `rollout_ids` at `indices` until they finish or the deadline passes, or
+        until this store hands one's partition over: then those not finished yet are added to `handed_over`."""
+        asked = [rollout_ids[i] for i in indices]
+        waited = asyncio.ensure_future(self._waits.wait(asked, None if deadline is None else _left(deadline)))
+        moved = asyncio.ensure_future(self._handed_over(asked))
+        try:
+            await asyncio.wait({waited, moved}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            moved.cancel()
+            if not waited.done():
+                waited.cancel()
+        if waited.done():
+            return _in_order(asked, waited.result())
+        found = _in_order(asked, await self._waits.wait(asked, 0))
+        handed_over.extend(rid for rid, rollout in zip(asked, found, strict=True) if rollout is None)
+        return found
+
+    async def _handed_over(self, rollout_ids: Sequence[str]) -> None:
+        """Returns once this store no longer owns one of `rollout_ids`."""
+        ownership = self._router.ownership
+        assert ownership is not None
+        while True:
+            changed = ownership.changed
+            if not all(ownership.placement.owns(rid) for rid in rollout_ids):
+                return
+            await changed.wait()
+
+    async def _wait_there(self, rollout_ids: list[str], deadline: float | None, owner: str, indices: list[int]
+                          ) -> list[Rollout | None]:
+        """Those of `rollout_ids` at `indices` as `owner` waits for them, in slices, each well within a forwarded
+        call's HTTP timeout."""
+        asked = [rollout_ids[i] for i in indices]
+        while True:
+            left = FORWARDED_WAIT_SECONDS if deadline is None else _left(deadline)
+            found = await self._peers.call(owner, routes.WAIT_ROLLOUTS.method, routes.WAIT_ROLLOUTS.path, {
+                "rollout_ids": asked, "timeout": min(left, FORWARDED_WAIT_SECONDS)})
+            done = _in_order(asked, [Rollout.model_validate(r) for r in found])
+            if None not in done or left <= FORWARDED_WAIT_SECONDS:
+                return done
 
     async def task_rollouts(self, task_keys: Sequence[str]) -> dict[str, str]:
         """Which task-request keys became rollouts: a key's rollout is in any partition (its ingester's), so
