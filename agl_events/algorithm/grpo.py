@@ -187,7 +187,7 @@ class GRPO:
                 versions = flight.train({group[0].group_id for group in batch.groups})
                 tokens = self._tokens(batch.groups)
                 await asyncio.to_thread(self._update, policy, optimizer, tokens)
-                uri = self._save(settings, policy, optimizer, step + 2)
+                uri = await self._write_version(settings, policy, optimizer, step + 2)
                 await steps.commit(steps.record(step, step + 2, uri, batch, stream.drain_stale()),
                                    before_commit=lambda step=step: crash_point("in-transaction", step))
                 crash_point("committed", step)
@@ -268,6 +268,12 @@ class GRPO:
         log.info("resuming from weights v%d (%d steps done)", last.version, last.step + 1)
         return policy, optimizer, last.step + 1, last.weights_uri
 
+    async def _write_version(self, settings: Settings, policy: Policy, optimizer: torch.optim.Optimizer,
+                             version: int) -> str:
+        """`_save` in a worker thread: this event loop serves the store runners claim and finish on, and a
+        large policy's files take a good part of a second to write."""
+        return await asyncio.to_thread(self._save, settings, policy, optimizer, version)
+
     @staticmethod
     def _save(settings: Settings, policy: Policy, optimizer: torch.optim.Optimizer, version: int) -> str:
         """Weights `version` and the optimiser state that goes with them, each named by the version, so a
@@ -280,8 +286,8 @@ class GRPO:
         """Serve weights `version` (committed) and publish them: rollouts enqueued from now on use them. A
         resumed trainer publishes the version it resumed from once more, since the resources of the trainer
         that stopped name its own proxy (and a trainer killed between its commit and this publishes it here
-        for the first time)."""
-        server.load(uri, version)
+        for the first time). The file is read in a worker thread, off the event loop that serves the store."""
+        await asyncio.to_thread(server.load, uri, version)
         base = proxy.as_resource(model=self.model)
         llm = ProxyLLM(**base.model_dump(exclude={"resource_type", "sampling_parameters"}), weights_uri=uri,
                        version=version, sampling_parameters={"temperature": self.temperature})
