@@ -172,11 +172,12 @@ class RoutedReads:
         call's HTTP timeout."""
         asked = [rollout_ids[i] for i in indices]
         while True:
-            left = FORWARDED_WAIT_SECONDS if deadline is None else _left(deadline)
+            left = None if deadline is None else _left(deadline)  # None: until they finish
             found = await self._peers.call(owner, routes.WAIT_ROLLOUTS.method, routes.WAIT_ROLLOUTS.path, {
-                "rollout_ids": asked, "timeout": min(left, FORWARDED_WAIT_SECONDS)})
+                "rollout_ids": asked, "timeout": FORWARDED_WAIT_SECONDS if left is None else
+                min(left, FORWARDED_WAIT_SECONDS)})
             done = _in_order(asked, [Rollout.model_validate(r) for r in found])
-            if None not in done or left <= FORWARDED_WAIT_SECONDS:
+            if None not in done or (left is not None and left <= FORWARDED_WAIT_SECONDS):
                 return done
 
     async def task_rollouts(self, task_keys: Sequence[str]) -> dict[str, str]:

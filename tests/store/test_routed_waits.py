@@ -8,8 +8,11 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pytest
+
 from agl_events.reducers import keys
 from agl_events.store import route_table as routes
+from agl_events.store import routed_reads
 from agl_events.store.ownership import Ownership
 from agl_events.store.peers import PeerStores
 from agl_events.store.reads import Reads
@@ -70,3 +73,32 @@ async def test_a_wait_whose_partition_is_handed_over_goes_on_at_the_new_owner() 
     assert [(r.rollout_id, r.status) for r in await waiting] == [("ro-1", "succeeded")]
     assert [(owner, path, body["rollout_ids"]) for owner, path, body in new_owner.asked] == [
         (NEW_OWNER, routes.WAIT_ROLLOUTS.path, ["ro-1"])]
+
+
+class SlowOwner(PeerStores):
+    """The owner: the rollout finishes there during the second slice of a forwarded wait."""
+
+    def __init__(self, finished: Rollout) -> None:
+        super().__init__("exp")
+        self.finished = finished
+        self.slices = 0
+
+    async def call(self, owner: str, method: str, path: str, body: Any = None, *,
+                   partitions: Iterable[int] | None = None) -> Any:
+        self.slices += 1
+        return [self.finished.model_dump(mode="json")] if self.slices > 1 else []
+
+
+async def test_a_wait_without_timeout_at_another_owner_lasts_until_the_rollout_finishes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """timeout None waits for ever (upstream's contract); at another owner it is asked in slices, and it returned
+    after the first with nothing (the last-slice test took the slice for all that was left)."""
+    monkeypatch.setattr(routed_reads, "FORWARDED_WAIT_SECONDS", 0.01)
+    ownership = Ownership(partitions=1, own_url=HERE)
+    ownership.learn({0: NEW_OWNER})
+    view = StoreView(DictKV())
+    owner = SlowOwner(Rollout(rollout_id="ro-1", input=1, start_time=1.0, status="succeeded", end_time=2.0))
+    reads = RoutedReads(Reads(view), Waits(view, lambda: None), Router(ownership, owner))
+
+    assert [r.rollout_id for r in await reads.wait_for_rollouts(["ro-1"], timeout=None)] == ["ro-1"]
+    assert owner.slices == 2
