@@ -140,7 +140,8 @@ class RoutedReads:
     async def _wait_here(self, rollout_ids: list[str], deadline: float | None, handed_over: list[str],
                          indices: list[int]) -> list[Rollout | None]:
         """Wait in this view for those of `rollout_ids` at `indices` until they finish or the deadline passes, or
-        until this store hands one's partition over: then those not finished yet are added to `handed_over`."""
+        until this store hands one's partition over: then they are all added to `handed_over`, to be asked of
+        their owners now (who answer at once for those already finished)."""
         asked = [rollout_ids[i] for i in indices]
         waited = asyncio.ensure_future(self._waits.wait(asked, None if deadline is None else _left(deadline)))
         moved = asyncio.ensure_future(self._handed_over(asked))
@@ -152,9 +153,8 @@ class RoutedReads:
                 waited.cancel()
         if waited.done():
             return _in_order(asked, waited.result())
-        found = _in_order(asked, await self._waits.wait(asked, 0))
-        handed_over.extend(rid for rid, rollout in zip(asked, found, strict=True) if rollout is None)
-        return found
+        handed_over.extend(asked)
+        return [None] * len(asked)
 
     async def _handed_over(self, rollout_ids: Sequence[str]) -> None:
         """Returns once this store no longer owns one of `rollout_ids`."""
