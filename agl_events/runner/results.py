@@ -18,8 +18,10 @@ from pydantic import BaseModel
 
 from agl_events.emitter.reward import emit_reward
 from agl_events.emitter.spans import SpanCoreFields, to_otel_status
-from agl_events.tracer.convert import otel_span_dict, untupled
-from agl_events.tracer.kafka import KafkaTracer
+from agl_events.events.typed import Span as SpanRecord
+from agl_events.events.typed import span_of
+from agl_events.tracer.convert import otel_span_record, untupled
+from agl_events.tracer.kafka import KafkaTracer, with_route
 from agl_events.types import Span
 
 log = logging.getLogger(__name__)
@@ -30,9 +32,9 @@ def _nanos(value: float | None) -> int | None:
 
 
 def _restamped(span: Span) -> Any:
-    def build(rollout_id: str, attempt_id: str, sequence_id: int) -> dict[str, Any]:
-        return untupled({**span.model_dump(), "rollout_id": rollout_id, "attempt_id": attempt_id,
-                         "sequence_id": sequence_id})
+    def build(rollout_id: str, attempt_id: str, sequence_id: int) -> SpanRecord:
+        return span_of(with_route(untupled({**span.model_dump(), "rollout_id": rollout_id, "attempt_id": attempt_id,
+                                            "sequence_id": sequence_id})))
 
     return build
 
@@ -60,7 +62,7 @@ def record_result(tracer: KafkaTracer, result: Any) -> list[Span]:
 
 def _record_span(tracer: KafkaTracer, item: Any) -> None:
     if isinstance(item, ReadableSpan):
-        tracer.processor.submit(lambda rid, aid, seq: otel_span_dict(item, rid, aid, seq))
+        tracer.processor.submit(lambda rid, aid, seq: otel_span_record(item, rid, aid, seq))
     elif isinstance(item, Span):
         tracer.processor.submit(_restamped(item))
     elif isinstance(item, SpanCoreFields):

@@ -32,11 +32,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from agl_events.emitter.spans import INSTRUMENTATION_NAME, set_active_provider
-from agl_events.events.typed import SpanAdded
-from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.events.kinds import Kind
+from agl_events.events.typed import Span as SpanRecord
+from agl_events.events.typed import SpanAdded, span_model
+from agl_events.log.records import LoggedEvent, NewEvent, event
 from agl_events.log.sink import AppendError, EventSink
 from agl_events.semconv import LightningResourceAttributes
-from agl_events.tracer.convert import otel_span_dict
+from agl_events.tracer.convert import otel_span_record
 from agl_events.types import Span
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ class _Attempt:
     reserved: ReservedIds | None = None  # None: the caller's ids are the attempt's alone, without end
     block: int = 0  # how many ids `reserved` holds, so how many each `more()` reserves
     last_sequence_id: int = 0
-    spans: list[dict[str, Any]] = field(default_factory=list)  # as produced; models only when asked for
+    spans: list[SpanRecord] = field(default_factory=list)  # as produced; models only when asked for
     outstanding: int = 0
     failures: list[BaseException] = field(default_factory=list)
     through: dict[int, int] = field(default_factory=dict)
@@ -176,7 +178,7 @@ class KafkaSpanProcessor(SpanProcessor):
         """The spans queued for the current (or last) attempt, in sequence order."""
         attempt = self._known()
         with self._order:
-            return [] if attempt is None else [Span.model_validate(span) for span in attempt.spans]
+            return [] if attempt is None else [Span.model_validate(span_model(span)) for span in attempt.spans]
 
     # -- SpanProcessor -------------------------------------------------------------------------
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
@@ -195,7 +197,7 @@ class KafkaSpanProcessor(SpanProcessor):
                 log.debug("span %s ended outside a trace_context; not recorded", span.name)
             return
         try:
-            self.submit(lambda rid, aid, seq: otel_span_dict(span, rid, aid, seq))
+            self.submit(lambda rid, aid, seq: otel_span_record(span, rid, aid, seq))
         except Exception as exc:  # already recorded as a failure
             log.debug("span %s not queued: %s", span.name, exc)
 
@@ -210,9 +212,9 @@ class KafkaSpanProcessor(SpanProcessor):
         return True
 
     # -- producing -----------------------------------------------------------------------------
-    def submit(self, build: Callable[[str, str, int], dict[str, Any]]) -> dict[str, Any]:
-        """Stamp the next sequence id via `build(rollout_id, attempt_id, sequence_id)` (a span in the JSON
-        shape of our `Span`) and queue the span.
+    def submit(self, build: Callable[[str, str, int], SpanRecord]) -> SpanRecord:
+        """Stamp the next sequence id via `build(rollout_id, attempt_id, sequence_id)` (the span's record, routed:
+        `tracer.convert.otel_span_record`) and queue the span.
 
         Raises (and records the failure for flush) when the span cannot even be queued.
         """
@@ -221,8 +223,8 @@ class KafkaSpanProcessor(SpanProcessor):
             if attempt is None:
                 raise RuntimeError("no active trace_context: spans need a rollout and attempt")
             try:
-                span = with_route(build(attempt.rollout_id, attempt.attempt_id, attempt.take_sequence_id()))
-                new = span_event(span, self._writer.producer_id)
+                span = build(attempt.rollout_id, attempt.attempt_id, attempt.take_sequence_id())
+                new = record_event(span, self._writer.producer_id)
                 with self._acks:
                     attempt.outstanding += 1
                     self._outstanding += 1
@@ -291,9 +293,15 @@ def span_event(span: dict[str, Any], producer_id: str) -> NewEvent:
     return NewEvent(added.kind, added.key, added.to_record())
 
 
+def record_event(span: SpanRecord, producer_id: str) -> NewEvent:
+    """The SpanAdded event of a span's record, decided now by `producer_id`: the header and the record as they are,
+    with no typed event in between (building and stamping a frozen one cost as much as the span's conversion)."""
+    return event(Kind.SPAN_ADDED, span["rollout_id"], time.time(), producer_id, span=span)
+
+
 def span_added(src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int, producer_id: str) -> NewEvent:
     """The SpanAdded event the tracer produces for a finished OpenTelemetry span."""
-    return span_event(with_route(otel_span_dict(src, rollout_id, attempt_id, sequence_id)), producer_id)
+    return record_event(otel_span_record(src, rollout_id, attempt_id, sequence_id), producer_id)
 
 
 class TraceContext:

@@ -22,8 +22,8 @@ class SpanAdded(Decided):
 
     @classmethod
     def of(cls, span: Mapping[str, Any]) -> SpanAdded:
-        """The event of a span in the store's model shape: the one place a SpanAdded is built, for the store's
-        add_spans, the Kafka tracer and the LLM proxy's recorder alike."""
+        """The event of a span in the store's model shape, for the store's add_spans and the LLM proxy's recorder
+        alike (the Kafka tracer builds the record straight from OpenTelemetry's span: `tracer.kafka.record_event`)."""
         return cls(span=span_of(span))
 
 
