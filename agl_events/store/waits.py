@@ -43,13 +43,14 @@ class Waits:
         """The finished ones among `rollout_ids` as soon as each finishes, or at the deadline."""
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[None]] = []
-        for rid in dict.fromkeys(rollout_ids):
+        waiting = (timeout is None or timeout > 0) and not self._interrupted  # else a single check: no waiters
+        for rid in dict.fromkeys(rollout_ids) if waiting else ():
             rollout = self._view.get(keys.rollout(rid))
             if rollout is not None and rollout["status"] not in FINISHED_STATUSES:
                 future: asyncio.Future[None] = loop.create_future()
                 self._waiters.setdefault(rid, []).append(future)
                 futures.append(future)
-        if futures and (timeout is None or timeout > 0) and not self._interrupted:
+        if futures:
             try:
                 await asyncio.wait(futures, timeout=timeout)
             finally:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 import pytest
 
+from agl_events.reducers import keys
+from agl_events.store.waits import Waits
 from agl_events.types import Rollout, RolloutConfig
+from agl_events.views.kv import DictKV
+from agl_events.views.store_view import StoreView
 
 
 async def _finished(store, status="succeeded"):
@@ -112,3 +117,21 @@ async def test_wait_is_cancellable(store):
     await store.update_attempt(ar.rollout_id, "latest", status="succeeded")
     got = await store.wait_for_rollouts(rollout_ids=[ar.rollout_id], timeout=1)
     assert [r.rollout_id for r in got] == [ar.rollout_id]
+
+
+async def test_polling_with_timeout_zero_keeps_nothing_behind() -> None:
+    """A poll with timeout 0 (Agent Lightning's APO polls so) waits for nothing, so it leaves no waiter: it left
+    one per unfinished rollout per poll, kept until the rollout finished (in a read-only store, whose view does
+    not move, or for a partition a store group moved away: for good)."""
+    view = StoreView(DictKV())
+    view.kv.write({keys.rollout("ro-1"): Rollout(rollout_id="ro-1", input=1, start_time=1.0,
+                                                 status="running").model_dump(mode="json")})
+    waits = Waits(view, lambda: None)
+
+    def futures() -> int:
+        return sum(isinstance(o, asyncio.Future) for o in gc.get_objects())
+
+    before = futures()
+    for _ in range(100):
+        assert await waits.wait(["ro-1"], 0) == []
+    assert futures() - before < 10
