@@ -238,11 +238,10 @@ class LightningStore(ABC):
         """The rollout the task request `key` became, if ingested yet, as this store's view knows (not a
         coroutine; in a store group, only the keys of rollouts this store holds)."""
 
+    @abstractmethod
     async def task_rollouts(self, keys: Sequence[str]) -> dict[str, str]:
         """The rollouts that those of the task requests `keys` ingested yet became (in a store group: in any
         member's partitions)."""
-        found = {key: self.task_rollout(key) for key in keys}
-        return {key: rid for key, rid in found.items() if rid is not None}
 
     @abstractmethod
     async def record_prompt_candidate(self, step: PromptCandidateStep) -> None:

@@ -58,9 +58,10 @@ class Watchdog:
         """Decide now what the running rollouts' clocks imply; how many attempts changed. Queued rollouts
         unclaimed for long are announced again."""
         unclaimed = self._unclaimed.due(self._view.scan(keys.QUEUE), self._clock())
-        if unclaimed:
-            log.warning("announced %d rollouts queued unclaimed for long to the runners again",
-                        await self._decide(lambda ctx: redispatch(ctx, unclaimed)))
+        # in a store group, some are entries of partitions moved away, left stale in this view: not announced here
+        announced = await self._decide(lambda ctx: redispatch(ctx, unclaimed)) if unclaimed else 0
+        if announced:
+            log.warning("announced %d rollouts queued unclaimed for long to the runners again", announced)
         active = [rid[len(keys.ACTIVE):] for rid, _ in self._view.scan(keys.ACTIVE)]
         if not active:
             return 0
