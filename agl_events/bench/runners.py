@@ -29,9 +29,11 @@ from rich.console import Console
 from rich.table import Table
 
 from agl_events.bench.agents import span_burst
+from agl_events.bench.cpu import CpuMeter
 from agl_events.bench.profile import Profiler, top_frames
 from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
 from agl_events.bench.store_latency import percentile
+from agl_events.broker.local import LocalBroker
 from agl_events.config import Settings
 from agl_events.runner.pool import RunnerPool
 from agl_events.runner.worker import RunnerConfig
@@ -52,23 +54,29 @@ async def _run_all(store: KafkaLightningStore, n: int, spans: int) -> list[str]:
 
 async def measure(settings: Settings, runners: int, rollouts: int, spans: int, profile: Path | None = None
                   ) -> dict[str, float]:
-    """One row; with `profile`, py-spy samples this process (the embedded store) over the burst and its top
-    frames are printed."""
+    """One row; with `profile`, py-spy samples this process (the embedded store) and the runners over the burst
+    and their top frames are printed."""
     async with embedded_store_server(settings, Path(tempfile.mkdtemp(prefix="agl-bench-"))) as (store, url):
         pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), runners,
                           name=f"bench-{uuid.uuid4().hex[:4]}", agent=span_burst)
         pool.start()
         try:
             await _run_all(store, runners * 2, 1)  # warm-up: every runner has joined the task group
-            profiler = None if profile is None else Profiler(profile / f"runners-{runners}", {"store": os.getpid()})
+            runner_pids = {f"runner-{i}": p.pid for i, p in enumerate(pool.processes) if p.pid is not None}
+            broker_pid = LocalBroker(settings).status().pid if settings.uses_local_broker else None
+            meter = CpuMeter({"runners": list(runner_pids.values()), "broker": [broker_pid] if broker_pid else []})
+            profiler = None if profile is None else Profiler(profile / f"runners-{runners}",
+                                                             {"store": os.getpid(), **runner_pids})
             if profiler is not None:
                 profiler.start()
+            meter.start()
             started, cpu_started = time.time(), time.process_time()
             ids = await _run_all(store, rollouts, spans)
             burst_done, store_cpu = time.time(), time.process_time() - cpu_started
-            for path in (profiler.stop() if profiler is not None else {}).values():
+            cpu = meter.stop()
+            for name, path in (profiler.stop() if profiler is not None else {}).items():
                 for frame in top_frames(path, limit=12):
-                    print(f"  store  self {frame.self_share:6.1%}  total {frame.total_share:6.1%}  {frame.frame}")
+                    print(f"  {name:8s} self {frame.self_share:6.1%}  total {frame.total_share:6.1%}  {frame.frame}")
             idle = []
             for _ in range(20):  # one at a time: the latency of the path itself, with no queue in front
                 rid = (await _run_all(store, 1, 1))[0]
@@ -86,7 +94,9 @@ async def measure(settings: Settings, runners: int, rollouts: int, spans: int, p
     return {"runners": runners, "idle_dispatch_p50_ms": statistics.median(idle),
             "idle_dispatch_p99_ms": percentile(idle, 0.99), "dispatch_p50_ms": statistics.median(latencies),
             "dispatch_p99_ms": percentile(latencies, 0.99), "rollouts_per_s": rollouts / elapsed,
-            "spans_per_s": span_count / elapsed, "store_cpu_us_per_span": store_cpu / span_count * 1e6}
+            "spans_per_s": span_count / elapsed, "store_cpu_us_per_span": store_cpu / span_count * 1e6,
+            **{f"{group}_cpu_us_per_span": cpu[group] / span_count * 1e6 for group in ("runners", "broker")
+               if group in cpu}}
 
 
 def main() -> None:
