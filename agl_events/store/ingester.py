@@ -16,6 +16,7 @@ is harmless: any Kafka tool (kafka-consumer-groups) then shows the ingest lag.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -69,7 +70,7 @@ class Ingester:
         self._dead_letter = dead_letter
         self._flush_dead_letters = flush_dead_letters
         self._task: asyncio.Task[None] | None = None
-        self._stopping = False
+        self._stopping = asyncio.Event()
         self.enqueued = 0
         self.duplicates = 0
         self.dead_lettered = 0
@@ -87,7 +88,7 @@ class Ingester:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="agl-ingest")
 
     async def _run(self) -> None:
-        while not self._stopping:
+        while not self._stopping.is_set():
             messages = await self._lane.run(functools.partial(self._consumer.consume, POLL_RECORDS, POLL_SECONDS))
             if not messages:
                 continue
@@ -96,15 +97,19 @@ class Ingester:
                     self._reassigned = False
                     await self._catch_up()
                 await self._handle(messages)
-            except NoOwnerError:  # the store is closing (`Router.stop`): the batch is left to the next reader
-                await self._lane.run(functools.partial(self._rewind, messages))
-                return
-            except Exception:  # the log refused an append: nothing is committed, re-read the batch
+            except NoOwnerError as exc:
+                # The store is closing (`Router.stop`; `stop` follows), or the group named no owner for some
+                # partition in time (a take-over still folding, a dead member's session not over): either way the
+                # batch is read again, by this ingester or the next reader.
+                log.warning("ingesting %d task requests waits for the store group (%s)", len(messages), exc)
+            except Exception:  # the log refused an append: nothing is committed
                 log.exception("ingesting %d task requests failed; re-reading them", len(messages))
-                await self._lane.run(functools.partial(self._rewind, messages))
-                await asyncio.sleep(RETRY_SECONDS)
+            else:
+                await self._lane.run(functools.partial(self._commit, messages))
                 continue
-            await self._lane.run(functools.partial(self._commit, messages))
+            await self._lane.run(functools.partial(self._rewind, messages))
+            with contextlib.suppress(TimeoutError):  # a pause before reading them again, cut short by `stop`
+                await asyncio.wait_for(self._stopping.wait(), RETRY_SECONDS)
 
     def _on_assign(self, partitions: list[Position]) -> None:
         """Called inside a poll, so after the batch before it was decided and committed."""
@@ -146,7 +151,7 @@ class Ingester:
 
     async def stop(self) -> None:
         """Let the poll in progress end (at most POLL_SECONDS) and the batch in hand settle, then leave the group."""
-        self._stopping = True
+        self._stopping.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         await self._lane.run(self._consumer.close)

@@ -11,8 +11,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.events.task_record import encode_avro
+from agl_events.events.task_request import TaskRequest
+from agl_events.log.admin import create_topics
+from agl_events.log.clients import make_admin
 from agl_events.reducers.rollouts import TASK_KEY
-from agl_events.store.ingester import ingest_group
+from agl_events.store.errors import NoOwnerError
+from agl_events.store.ingester import Ingester, ingest_group
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import EnqueueRolloutRequest
@@ -144,3 +148,36 @@ async def test_invalid_requests_are_dead_lettered_with_reason_and_offset_and_the
     assert "TaskRequested" in reasons[b"b5"]
     assert all(headers["agl.source.topic"].endswith(b".task-requests") and headers["agl.source.offset"].isdigit()
                for headers in found.values())
+
+
+async def test_an_ingester_goes_on_when_the_group_did_not_say_in_time_which_keys_it_ingested(
+        settings: Settings) -> None:
+    """In a store group the ingester asks the members which keys of a poll became rollouts; when not every
+    partition has an owner within the router's 60 s (a member's take-over still folding a long history, a dead
+    member's session not over) that is NoOwnerError, which the ingester took for the store closing: it stopped
+    for good, and the store ingested nothing more while it served. It reads the batch again instead."""
+    create_topics(make_admin(settings.bootstrap_servers), settings.experiment)
+    _produce(settings, _json_records(1))
+    answers: list[str] = []
+    ingested: list[str] = []
+
+    async def known(keys: list[str]) -> dict[str, str]:
+        answers.append("no owner" if not answers else "none known")
+        if answers[-1] == "no owner":
+            raise NoOwnerError("no store of the group owns every partition (waited 60 s)")
+        return {}
+
+    async def ingest(key: str, request: TaskRequest) -> tuple[str, bool]:
+        ingested.append(key)
+        return f"ro-{key}", True
+
+    ingester = Ingester(settings.bootstrap_servers, settings.experiment,
+                        topic_name(settings.experiment, Topic.TASK_REQUESTS), AvroCodec(), ingest,
+                        dead_letter=lambda record, exc: None, flush_dead_letters=lambda: None, known=known)
+    ingester.start()
+    try:
+        assert await eventually_async(lambda: list(ingested), "the request ingested once the group answered",
+                                      within=60) == ["t0"]
+    finally:
+        await ingester.stop()
+    assert answers == ["no owner", "none known"]
