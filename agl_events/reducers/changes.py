@@ -19,6 +19,8 @@ class Pending:
         self.changes: Changes = {}
         #: Why the event changed nothing although it should have (its rollout or attempt is not in the view).
         self.ignored: str | None = None
+        #: The entities the event created (counted by `create`), which the view also counts per log partition.
+        self.created: list[str] = []
 
     def get(self, key: str) -> Any:
         return self.changes[key] if key in self.changes else self._read(key)
@@ -33,6 +35,7 @@ class Pending:
         """Put `value`, counting a new entity only when the key did not exist (re-applying counts nothing)."""
         if self.get(key) is None:
             self.put(keys.count(entity), (self.get(keys.count(entity)) or 0) + 1)
+            self.created.append(entity)
         self.put(key, value)
 
     def ignore(self, reason: str) -> None:

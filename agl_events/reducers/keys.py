@@ -74,6 +74,14 @@ def count(entity: str) -> str:
     return f"n/{entity}"
 
 
+def partition_count(entity: str, topic: str, partition: int) -> str:
+    """How many of `entity` the events of one log partition created (a store group sums its owners')."""
+    return f"{PARTITION_COUNTS}{entity}/{topic}/{partition}"
+
+
+PARTITION_COUNTS = "np/"
+
+
 ROLLOUTS = "r/"
 SPANS = "s/"
 ACTIVE = "x/"

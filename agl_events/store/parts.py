@@ -123,13 +123,16 @@ class StoreParts:
         for listener in self.failure_listeners:
             listener(error)
 
-    def statistics(self, name: str) -> dict[str, Any]:
-        """Totals by entity, uptime, and in a store group who decides what (`agl-events status` shows it)."""
-        stats: dict[str, Any] = {"name": name, **{f"total_{k}": v for k, v in self.reads.counts().items()},
+    async def statistics(self, name: str) -> dict[str, Any]:
+        """Totals by entity (a group's through any member), uptime, and in a store group who decides what
+        (`agl-events status` shows it), which partitions the totals left out (no owner at the time), and what
+        this member's own view folded (its partitions, and those it owned before)."""
+        counts, uncounted = await self.routed_reads.counts()
+        stats: dict[str, Any] = {"name": name, **{f"total_{k}": v for k, v in counts.items()},
                                  "uptime": self.clock() - self.started}
         group = self.group.describe()
         if group is not None:
-            stats["store_group"] = group
+            stats["store_group"] = {**group, "uncounted": uncounted, "folded": self.reads.counts()}
         return stats
 
     def interrupt_waits(self) -> None:

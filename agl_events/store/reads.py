@@ -24,6 +24,10 @@ from agl_events.types import (
 )
 from agl_events.views.store_view import StoreView
 
+#: Entities kept per rollout (in its partitions), and those every store of a group folds whole.
+PER_ROLLOUT = ("rollouts", "attempts", "spans")
+GLOBAL = ("resources", "workers")
+
 
 def rollout_order(sort_by: str | None, sort_order: str) -> tuple[str, str]:
     """Rollouts come by start time, oldest first, unless the caller sorts them otherwise."""
@@ -168,5 +172,15 @@ class Reads:
 
     def counts(self) -> dict[str, int]:
         """Totals by entity, as the reducers count them."""
-        return {entity: self.view.get(keys.count(entity)) or 0
-                for entity in ("rollouts", "attempts", "spans", "resources", "workers")}
+        return {entity: self.view.get(keys.count(entity)) or 0 for entity in (*PER_ROLLOUT, *GLOBAL)}
+
+    def counts_in(self, partitions: frozenset[int], count: int) -> dict[str, int]:
+        """Totals of the per-rollout entities created in the rollouts partitions `partitions` (of `count`): the
+        view's counts per log partition, whose topics have a multiple of `count` partitions, partition q holding
+        the rollouts of rollouts partition q mod `count` (`store.partition_folds`)."""
+        totals = dict.fromkeys(PER_ROLLOUT, 0)
+        for key, created in self.view.scan(keys.PARTITION_COUNTS):
+            entity, position = key[len(keys.PARTITION_COUNTS):].split("/", 1)
+            if entity in totals and int(position.rsplit("/", 1)[1]) % count in partitions:
+                totals[entity] += created
+        return totals

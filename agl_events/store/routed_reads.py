@@ -21,7 +21,7 @@ from agl_events.store import queries as q
 from agl_events.store import route_table as routes
 from agl_events.store.errors import NoOwnerError, NotOwnerError
 from agl_events.store.peers import ASKED_PARTITIONS, FORWARDED, PeerStores, PeerUnavailableError
-from agl_events.store.reads import Reads, rollout_base_order, rollout_order
+from agl_events.store.reads import PER_ROLLOUT, Reads, rollout_base_order, rollout_order
 from agl_events.store.routing import RETRY_SECONDS, ROUTE_WAIT_SECONDS, Router
 from agl_events.store.waits import Waits
 from agl_events.topics import partition_of
@@ -202,6 +202,39 @@ class RoutedReads:
                 await asyncio.sleep(RETRY_SECONDS)
 
     # -- all rollouts: every member answers for its partitions --------------------------------------------------
+    async def counts(self) -> tuple[dict[str, int], list[int]]:
+        """Totals by entity, and the rollouts partitions nobody counted. In a group the totals are the group's:
+        each owner counts the partitions it owns now (its view also holds those it once owned, stale), the
+        global entities are this view's. It does not wait for the group (runners read the owner map from the
+        same answer, most of all while partitions move): a partition without an owner right now (being taken
+        over), or whose owner did not answer, is left out and listed."""
+        ownership = self._router.ownership
+        if ownership is None:
+            return self._reads.counts(), []
+        asked = ASKED_PARTITIONS.get()
+        if asked is not None:  # our share of a count another member fanned out
+            if not asked <= ownership.owned:
+                raise NotOwnerError(f"partitions {sorted(asked - ownership.owned)} are not owned here")
+            return {**self._reads.counts(), **self._reads.counts_in(asked, ownership.partitions)}, []
+        shares: dict[str | None, set[int]] = {}
+        for partition in range(ownership.partitions):
+            shares.setdefault(ownership.owner_of(partition), set()).add(partition)
+        uncounted = shares.pop(None, set())
+        mine = frozenset(shares.pop(ownership.own_url, set()))
+        totals = {**self._reads.counts(), **self._reads.counts_in(mine, ownership.partitions)}
+        answers = await asyncio.gather(*(self._peers.call(url, routes.STATISTICS.method, routes.STATISTICS.path,
+                                                          partitions=partitions) for url, partitions in
+                                         shares.items()), return_exceptions=True)
+        for partitions, answer in zip(shares.values(), answers, strict=True):
+            if isinstance(answer, NotOwnerError | PeerUnavailableError):
+                uncounted |= partitions
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                for entity in PER_ROLLOUT:
+                    totals[entity] += answer[f"total_{entity}"]
+        return totals, sorted(uncounted)
+
     async def query_rollouts(self, *, status_in: Sequence[str] | None, rollout_id_in: Sequence[str] | None,
                              rollout_id_contains: str | None, filter_logic: str, sort_by: str | None,
                              sort_order: str, limit: int, offset: int, status: Sequence[str] | None,

@@ -115,7 +115,7 @@ class EventSourcedStore(LightningStore):
         return self._writes.backpressure()
 
     async def statistics(self) -> dict[str, Any]:
-        return self._parts.statistics(type(self).__name__)
+        return await self._parts.statistics(type(self).__name__)
 
     # -- commands ----------------------------------------------------------------------------------------------
     @_watched

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -29,6 +30,9 @@ class StoreView:
     After a crash the own-applied state may be ahead of the stored positions; replay from those
     positions then re-folds the same events in log order, and since reducers set values rather than
     add to them, the view ends where it was.
+
+    Besides the reducers' totals it counts what each log partition's events created (`keys.partition_count`):
+    a store of a group, whose view also holds partitions it once owned, totals only those it owns now.
     """
 
     def __init__(self, kv: KeyValue, track_own: bool = True,
@@ -95,14 +99,19 @@ class StoreView:
 
         confirmed: list[str] = []
         ignored: list[tuple[LoggedEvent, str]] = []
+        created: Counter[str] = Counter()
         for event in events:
             if advance and event.record.get("event_id") in self._own_pending:
                 confirmed.append(event.record["event_id"])
             else:
                 reduced = reduce_explained(read, event.kind, event.record, event.value)
                 batch.update(reduced.changes)
+                for entity in reduced.created:
+                    created[keys.partition_count(entity, event.topic, event.partition)] += 1
                 if advance and reduced.ignored is not None:
                     ignored.append((event, reduced.ignored))
+        for key, more in created.items():
+            batch[key] = (read(key) or 0) + more
         for (topic, partition), end in (advanced or {}).items():
             batch[f"{keys.POSITIONS}{topic}/{partition}"] = end
         if batch:

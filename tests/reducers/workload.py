@@ -189,8 +189,9 @@ async def random_run(seed: int, steps: int = 150) -> Run:
     try:
         await workload(store, seed).run(steps)
         events = [e for entries in store.log.topics.values() for e in entries]
-        # The state, without the positions the store's follower records (a plain fold has none).
-        state = {k: v for k, v in store.view.scan("") if not k.startswith(keys.POSITIONS)}
+        # The state, without the positions the store's follower records and the counts per log partition its
+        # view keeps (a plain fold has neither).
+        state = {k: v for k, v in store.view.scan("") if not k.startswith((keys.POSITIONS, keys.PARTITION_COUNTS))}
         return Run(events, state)
     finally:
         await store.close()

@@ -184,13 +184,20 @@ def _search(url: str, body: dict[str, Any]) -> Any:
 
 
 def test_three_stores_answer_reads_as_one_store_does(stores: Any, settings: Settings, tmp_path: Path) -> None:
-    """Reads about one rollout (its owner answers) and queries over all rollouts (every member answers for its
-    partitions, merged) through each store of a group of 3 equal a single store's answers on the same log."""
-    group = stores(3)
+    """Reads about one rollout (its owner answers), queries over all rollouts (every member answers for its
+    partitions, merged) and the statistics' totals through each store of a group of 3 equal a single store's
+    answers on the same log, after partitions moved from the first two stores to the third (the two keep
+    their state, stale)."""
+    group = stores(2)
     _settled(group)
     ids = [r["rollout_id"] for i, store in enumerate(group) for r in _post(
         store.url, "/queues/rollouts/enqueue", {"rollouts": [{"input": 10 * i + j} for j in range(10)]})]
-    running = _post(group[0].url, "/queues/rollouts/dequeue", {"limit": 14, "worker_id": "w1"})
+    running = _post(group[0].url, "/queues/rollouts/dequeue", {"limit": 4, "worker_id": "w1"})
+    group += stores(1)
+    _settled(group)
+    ids += [r["rollout_id"] for r in _post(group[2].url, "/queues/rollouts/enqueue",
+                                           {"rollouts": [{"input": 20 + j} for j in range(10)]})]
+    running += _post(group[1].url, "/queues/rollouts/dequeue", {"limit": 10, "worker_id": "w1"})
     for i, rollout in enumerate(running[:8]):
         _finish(group[i % 3].url, rollout, group[(i + 1) % 3].url)
     single = StoreProcess(settings, tmp_path / "single", tmp_path / "single.log", "--read-only",
@@ -211,8 +218,18 @@ def test_three_stores_answer_reads_as_one_store_does(stores: Any, settings: Sett
                 expected = httpx.get(f"{single.base}{path}", timeout=30).json()
                 for store in group:
                     assert httpx.get(f"{store.base}{path}", timeout=30).json() == expected, (store.url, path)
+        expected = _totals(single.url)
+        assert (expected["total_rollouts"], expected["total_spans"]) == (30, 8)
+        for store in group:
+            assert _totals(store.url) == expected, store.url
+            assert _group(store.url)["uncounted"] == []
     finally:
         single.kill9()
+
+
+def _totals(url: str) -> dict[str, int]:
+    stats = httpx.get(f"{url}/v1/agl/statistics", timeout=10).json()
+    return {key: value for key, value in stats.items() if key.startswith("total_")}
 
 
 def test_three_stores_fold_their_own_partitions_and_a_killed_owners_move_whole(stores: Any) -> None:
@@ -222,9 +239,10 @@ def test_three_stores_fold_their_own_partitions_and_a_killed_owners_move_whole(s
     owned = _settled(group)
     ids = {r["rollout_id"] for store in group for r in _post(
         store.url, "/queues/rollouts/enqueue", {"rollouts": [{"input": i} for i in range(10)]})}
-    for store in group:  # its view holds its share only
+    for store in group:  # its view holds its share only; its statistics total the group's
         share = sum(1 for rid in ids if partition_of(rid, PARTITIONS) in owned[store.url])
-        assert httpx.get(f"{store.base}/statistics", timeout=10).json()["total_rollouts"] == share
+        assert _group(store.url)["folded"]["rollouts"] == share
+        assert _totals(store.url)["total_rollouts"] == len(ids)
     running = _post(group[0].url, "/queues/rollouts/dequeue", {"limit": 20, "worker_id": "w1"})
     for i, rollout in enumerate(running[:10]):
         _finish(group[i % 3].url, rollout, group[(i + 1) % 3].url)

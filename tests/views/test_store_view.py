@@ -49,8 +49,8 @@ async def story() -> Story:
 
 
 def state(view: StoreView) -> dict[str, Any]:
-    """Everything in the view but its positions."""
-    return {k: v for k, v in view.scan("") if not k.startswith(keys.POSITIONS)}
+    """Everything in the view but its positions and its counts per log partition (what the reducers fold)."""
+    return {k: v for k, v in view.scan("") if not k.startswith((keys.POSITIONS, keys.PARTITION_COUNTS))}
 
 
 def log_ends(events: list[LoggedEvent]) -> dict[tuple[str, int], int]:
