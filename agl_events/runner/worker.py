@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import os
 import resource
@@ -206,9 +207,9 @@ class Runner:
         # With a ProxyLLM the agent's LLM calls reach the log through the LLM proxy, which numbers them from the
         # store: the tracer then does too, so rewards and calls keep the order they happened in.
         proxied = any(isinstance(resource, ProxyLLM) for resource in named.values())
-        reserve = client.sequence_reserver(rid, aid) if proxied else None
-        block = claimed.reserved_through - claimed.next_sequence_id + 1
-        reserved = ReservedIds(claimed.reserved_through, client.sequence_reserver(rid, aid, block))
+        reserver = client.sequence_reserver(rid, aid)
+        reserve = functools.partial(reserver, 1) if proxied else None
+        reserved = ReservedIds(claimed.reserved_through, reserver)
         status: Literal["succeeded", "failed"] = "succeeded"
         context = tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve, reserved)
         try:

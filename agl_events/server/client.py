@@ -190,16 +190,17 @@ class StoreClient:
         data = await self._route(routes.NEXT_SEQUENCE_ID, json={"rollout_id": rollout_id, "attempt_id": attempt_id})
         return int(data["sequence_id"])
 
-    def sequence_reserver(self, rollout_id: str, attempt_id: str, count: int = 1) -> Callable[[], int]:
+    def sequence_reserver(self, rollout_id: str, attempt_id: str) -> Callable[[int], int]:
         """`next_span_sequence_id` for one attempt as a blocking call, for the tracer: it numbers a span inside
         `span.end()`, on whichever thread ends it, where no event loop can be awaited. Each call reserves `count`
-        consecutive ids and returns the first."""
+        consecutive ids (one unless asked for more) and returns the first."""
         if self._blocking is None:
             self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout,
                                           headers=self._headers)
-        http, body = self._blocking, {"rollout_id": rollout_id, "attempt_id": attempt_id, "count": count}
+        http = self._blocking
 
-        def reserve() -> int:
+        def reserve(count: int = 1) -> int:
+            body = {"rollout_id": rollout_id, "attempt_id": attempt_id, "count": count}
             try:
                 response = http.post(routes.NEXT_SEQUENCE_ID.path, json=body)
             except httpx.TransportError as exc:

@@ -6,7 +6,9 @@ Durability is settled at the end, in `flush`, which waits for every acknowledgem
 raises if any span was lost, so a runner marks an attempt finished only once all its spans are in
 the log. Sequence ids are assigned here, in the order spans end, from the block the caller reserved (a
 runner's claim reserves one), because Kafka offers no per-rollout counter and upstream adapters order by
-them; past the block the tracer reserves another from the store, one call per block. Reserved blocks keep
+them; past the block the tracer reserves another from the store, one call per block, each block twice the last
+(up to `MAX_RESERVED_BLOCK`): a blocking call on the agent's thread every 32 spans was most of the time a
+thousand-span attempt took (each call a store round trip and a Kafka append). Reserved blocks keep
 two attempts of a rollout apart even while one's spans are still in a producer. When someone
 else writes spans of the same attempt meanwhile (the LLM proxy, which takes its ids from the store),
 the caller passes `reserve` and every span takes the store's next id instead (upstream's way, a store
@@ -44,13 +46,18 @@ from agl_events.types import Span
 log = logging.getLogger(__name__)
 
 
+#: The most ids an attempt reserves in one call once its claim's block ran out (blocks double up to it): ids left
+#: unused when the attempt ends are only a gap in the rollout's sequence, which orders spans and needs no density.
+MAX_RESERVED_BLOCK = 1024
+
+
 @dataclass(frozen=True)
 class ReservedIds:
     """Sequence ids reserved for an attempt from its first one through `last` (a claim's block); once they run
-    out, `more()` reserves another block of as many and returns its first id (a blocking store call)."""
+    out, `more(count)` reserves `count` more and returns the first of them (a blocking store call)."""
 
     last: int
-    more: Callable[[], int]
+    more: Callable[[int], int]
 
 
 class SpanFlushError(RuntimeError):
@@ -66,7 +73,7 @@ class _Attempt:
     next_sequence_id: int
     reserve: Callable[[], int] | None = None
     reserved: ReservedIds | None = None  # None: the caller's ids are the attempt's alone, without end
-    block: int = 0  # how many ids `reserved` holds, so how many each `more()` reserves
+    block: int = 0  # how many ids `reserved` holds: the next `more()` reserves twice as many
     last_sequence_id: int = 0
     spans: list[SpanRecord] = field(default_factory=list)  # as produced; models only when asked for
     outstanding: int = 0
@@ -78,16 +85,17 @@ class _Attempt:
         have folded yet) when ids are shared with another writer. A failed reservation falls back to the
         local id: the span is kept, its place among the other writer's may be off.
 
-        Past the reserved block the next block is reserved first; if that fails the span is not queued (and
-        the flush fails): a local id there could be another attempt's."""
+        Past the reserved block the next block, twice as large, is reserved first; if that fails the span is not
+        queued (and the flush fails): a local id there could be another attempt's."""
         if self.reserve is not None:
             try:
                 return max(self.next_sequence_id, self.reserve())
             except Exception as exc:
                 log.warning("no sequence id from the store (%s); span numbered locally", exc)
         elif self.reserved is not None and self.next_sequence_id > self.reserved.last:
-            self.next_sequence_id = self.reserved.more()
-            self.reserved = ReservedIds(self.next_sequence_id + self.block - 1, self.reserved.more)
+            block = min(2 * self.block, MAX_RESERVED_BLOCK)
+            self.next_sequence_id = self.reserved.more(block)
+            self.block, self.reserved = block, ReservedIds(self.next_sequence_id + block - 1, self.reserved.more)
         return self.next_sequence_id
 
 

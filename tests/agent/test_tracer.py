@@ -71,14 +71,14 @@ def test_spans_shared_with_another_writer_take_the_stores_ids(tracer: KafkaTrace
 
 
 def test_past_its_reserved_block_an_attempt_reserves_the_next_one_in_one_call(tracer: KafkaTracer) -> None:
-    """A claim's block (here ids 5-7) numbers spans with no call; past it one call reserves a block of as many
-    (here from 20: another attempt took 8-19); a block that cannot be had fails the flush instead of numbering
+    """A claim's block (here ids 5-7) numbers spans with no call; past it one call reserves a block of twice as
+    many (here from 20: another attempt took 8-19); a block that cannot be had fails the flush instead of numbering
     spans with ids another attempt may hold."""
     blocks = iter([20])
     calls: list[int] = []
 
-    def more() -> int:
-        calls.append(1)
+    def more(count: int) -> int:
+        calls.append(count)
         if (first := next(blocks, None)) is None:
             raise ConnectionError("store down")
         return first
@@ -87,7 +87,7 @@ def test_past_its_reserved_block_an_attempt_reserves_the_next_one_in_one_call(tr
         for step in range(6):
             with operation(step=step):
                 pass
-    assert [s.sequence_id for s in tracer.get_last_trace()] == [5, 6, 7, 20, 21, 22] and len(calls) == 1
+    assert [s.sequence_id for s in tracer.get_last_trace()] == [5, 6, 7, 20, 21, 22] and calls == [6]
 
     with pytest.raises(SpanFlushError), tracer.trace_context("ro-blocks", "at-2", first_sequence_id=23,
                                                               reserved=ReservedIds(23, more)):

@@ -17,6 +17,7 @@ import pytest
 
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
+from agl_events.events.typed import span_of
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.records import LoggedEvent, NewEvent
@@ -97,7 +98,7 @@ class _HeldSink:
         return None
 
 
-def _no_more_ids() -> int:
+def _no_more_ids(count: int) -> int:
     raise AssertionError("four spans fit the claim's block: no call to the store for ids")
 
 
@@ -122,7 +123,7 @@ async def test_a_retried_attempt_never_reuses_the_ids_of_spans_still_in_flight(
         one = stalled.processor.begin(rid, first.rollout.attempt.attempt_id, first.next_sequence_id,
                                       reserved=_reserved(first))
         for i in range(4):
-            stalled.processor.submit(lambda r, a, n, i=i: make_span(r, a, n, name=f"first-{i}").model_dump(mode="json"))
+            stalled.processor.submit(lambda r, a, n, i=i: span_of(make_span(r, a, n, name=f"first-{i}").model_dump()))
         stalled.processor.end(one)
         assert len(held.held) == 4
 
