@@ -115,6 +115,17 @@ class Ownership:
             return None
         return self.owners.get(partition)
 
+    def unowned(self, what: str, partitions: Iterable[int]) -> str:
+        """Why nobody decides for `partitions` (`what`, in words) yet: this store still folding those it was
+        given (after its start, or a take-over: a long history takes minutes), or no store of the group
+        listed as owning them."""
+        catching_up = sorted(set(partitions) & self.acquiring)
+        if catching_up:
+            return (f"this store is still catching up partitions {catching_up}, folding what the log holds for "
+                    f"them after its start or a take-over ({len(self.owned)} of {self.partitions} partitions ready "
+                    f"here); {what} waits for that: try again shortly")
+        return f"no store of the group owns {what}"
+
     def any_other(self) -> list[str]:
         """Every other store that owns something, each once."""
         return sorted({url for url in self.owners.values() if url != self.own_url})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from agl_events.store.context import DecisionContext
@@ -69,12 +69,14 @@ class Router:
     def placement(self) -> Placement:
         return EVERYWHERE if self.ownership is None else self.ownership.placement
 
-    async def _changed(self, deadline: float, what: str) -> None:
+    async def _changed(self, deadline: float, what: str, partitions: Iterable[int] = ()) -> None:
+        """Wait for the group to change (or a second, then ask it again); NoOwnerError past `deadline`, saying
+        why `partitions` (`what`) have no owner."""
         assert self.ownership is not None
         self._check_running()
         left = deadline - time.monotonic()
         if left <= 0:
-            raise NoOwnerError(f"no store of the group owns {what} (waited {ROUTE_WAIT_SECONDS:.0f} s)")
+            raise NoOwnerError(f"{self.ownership.unowned(what, partitions)} (waited {ROUTE_WAIT_SECONDS:.0f} s)")
         try:
             await asyncio.wait_for(self.ownership.changed.wait(), min(left, 1.0))
         except TimeoutError:
@@ -94,7 +96,7 @@ class Router:
                 raise NotOwnerError(f"rollout {rid} is not owned by {self.ownership.own_url}")
             if where is not None:
                 return where
-            await self._changed(deadline, f"rollout {rid}'s partition")
+            await self._changed(deadline, f"rollout {rid}'s partition", [self.ownership.placement.partition(rid)])
 
     async def shares(self, deadline: float) -> dict[str | None, frozenset[int]]:
         """Every partition by its owner (None: here), once each has one: who answers for what in a query
@@ -108,7 +110,7 @@ class Router:
                 for partition, url in owners.items():
                     shares.setdefault(None if url == self.ownership.own_url else url, set()).add(partition)
                 return {url: frozenset(partitions) for url, partitions in shares.items()}
-            await self._changed(deadline, "every partition")
+            await self._changed(deadline, "every partition", [p for p, url in owners.items() if url is None])
 
     async def run(self, rid: str, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
         """`here()` if this store owns `rid`, else `there(owner_url)`; again wherever ownership moved."""
@@ -171,7 +173,7 @@ class Router:
             others = self.ownership.any_other()
             if others and not self.ownership.acquiring:
                 return others[hash(time.monotonic()) % len(others)]
-            await self._changed(deadline, "any partition")
+            await self._changed(deadline, "any partition", self.ownership.acquiring)
 
     async def create(self, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
         """New rollouts: `here()` while this store owns a partition, else `there(url)` at a store that does.

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agl_events.store.errors import NoOwnerError, NotOwnerError
-from agl_events.store.ownership import Ownership
+from agl_events.store.ownership import Ownership, Placement
 from agl_events.store.peers import PeerUnavailableError
 from agl_events.store.routing import Router
 
@@ -101,3 +101,23 @@ async def test_a_refused_forward_is_sent_again_once_the_group_has_said_who_owns_
 
     assert await router.run("ro-1", here, there) == f"finished at {LIVE}"
     assert tried == [DEAD, LIVE]
+
+
+
+async def test_a_store_still_catching_up_says_so_when_it_gives_up() -> None:
+    """A store alone in its group with a long history folds its partitions before deciding: past the wait, the
+    503 says that, not that no store of the group owns them (what a user with one store was told)."""
+    ownership = Ownership(partitions=3, own_url=HERE)
+    ownership.acquire([0, 1, 2])
+    ownership.acquired([2])
+    router = Router(ownership)
+    gone = 0.0  # a deadline already past: the wait gives up at once
+    with pytest.raises(NoOwnerError, match=r"still catching up partitions \[0, 1\].*1 of 3 partitions ready here"):
+        await router.shares(gone)
+    in_partition_1 = Placement(3, frozenset({1})).new_rollout_id()
+    with pytest.raises(NoOwnerError, match=rf"still catching up partitions \[1\].*rollout {in_partition_1}'s"):
+        await router.owner_of(in_partition_1, gone)
+    ownership.acquired([0, 1])
+    ownership.release([1])  # handed on, and the group has not said to whom yet: nobody is catching it up here
+    with pytest.raises(NoOwnerError, match=r"^no store of the group owns every partition"):
+        await router.shares(gone)
