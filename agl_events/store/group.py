@@ -59,11 +59,14 @@ class Group:
         if self._partition_folds is not None:
             await self._partition_folds.take(partitions)
         await self._folded()
-        ownership.acquired(partitions)
+        taken = ownership.acquired(partitions)
+        if not taken:
+            log.info("partitions %s were handed on while this store caught them up", sorted(partitions))
+            return
         announced = await self._writes.announce_queued()
-        watched = await self._writes.decide(lambda ctx: watch_from_now(ctx, partitions))
+        watched = await self._writes.decide(lambda ctx: watch_from_now(ctx, taken))
         log.info("took over partitions %s (%d queued rollouts announced again, %d running attempts watched from "
-                 "now)", sorted(partitions), announced, watched)
+                 "now)", sorted(taken), announced, watched)
 
     async def hand_over(self, partitions: set[int]) -> None:
         """The store group takes `partitions` away: stop deciding for them, and return once everything decided

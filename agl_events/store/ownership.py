@@ -81,12 +81,15 @@ class Ownership:
         self.acquiring = self.acquiring | frozenset(partitions)
         self._changed()
 
-    def acquired(self, partitions: Iterable[int]) -> None:
-        taken = frozenset(partitions)
+    def acquired(self, partitions: Iterable[int]) -> frozenset[int]:
+        """Those of `partitions` still being acquired become ours (returned): one released during the catch-up
+        (a take-over outlasting its callback's bound, then revoked) stays another member's."""
+        taken = frozenset(partitions) & self.acquiring
         self.acquiring = self.acquiring - taken
         self.owned = self.owned | taken
         self.owners.update(dict.fromkeys(taken, self.own_url))
         self._changed()
+        return taken
 
     def release(self, partitions: Iterable[int]) -> None:
         gone = frozenset(partitions)

@@ -52,6 +52,7 @@ async def test_a_new_rollout_goes_to_a_live_store_when_the_listed_one_is_gone() 
 
 async def test_a_store_owning_a_partition_creates_rollouts_itself() -> None:
     ownership, router, _ = group({1: LIVE})
+    ownership.acquire([0])
     ownership.acquired([0])
 
     async def there(owner: str) -> str:
@@ -121,3 +122,14 @@ async def test_a_store_still_catching_up_says_so_when_it_gives_up() -> None:
     ownership.release([1])  # handed on, and the group has not said to whom yet: nobody is catching it up here
     with pytest.raises(NoOwnerError, match=r"^no store of the group owns every partition"):
         await router.shares(gone)
+
+
+def test_a_partition_handed_on_during_its_catch_up_is_not_taken_when_the_catch_up_ends() -> None:
+    """A take-over outlasting its callback's bound goes on while the group revokes the partition; when its fold
+    ends it must not make the partition ours again (two stores would decide for it)."""
+    ownership = Ownership(partitions=3, own_url=HERE)
+    ownership.acquire([0, 1])
+    ownership.release([1])
+    assert ownership.acquired([0, 1]) == frozenset({0})
+    assert ownership.owned == frozenset({0})
+    assert ownership.owner_of(1) is None
