@@ -103,6 +103,10 @@ class ShareMember:
         return True
 
     def close(self) -> None:
-        """Send the outcomes not sent yet, then leave the group."""
-        self._consumer.commit_sync()
-        self._consumer.close()
+        """Send the outcomes not sent yet, then leave the group. The consumer is closed even when the broker
+        refuses or cannot take the outcomes (they go back to others as the records' locks expire), so a runner
+        shutting down beside a restarting broker still releases its connections and the rest of its cleanup."""
+        try:
+            self._consumer.commit_sync()
+        finally:
+            self._consumer.close()
