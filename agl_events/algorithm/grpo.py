@@ -5,7 +5,10 @@ the next weights version.
 One step: enqueue `prompts_per_step` tasks x `group_size` rollouts under the latest version, take one batch
 of complete groups from the sample stream, normalise rewards within each group, take `epochs` PPO-clipped
 steps on the recorded token ids with the logprobs recorded at sampling time as the old policy, write the
-weights as the next version, commit the step, then load the version into the server and publish it.
+weights as the next version, commit the step, then load the version into the server and publish it. The
+update and the write run in a learner process of its own (`grpo_learner.LearnerProcess`): this interpreter
+also runs the store, the LLM proxy and the policy server, whose Python threads held a large policy's update
+back on the GIL.
 
 Each step is exactly-once (docs/training-loop.md, "Exactly-once steps"): its weights file (named by version)
 is written first, then its record (`samples.steps.StepRecord`: the samples trained and dropped as stale) and
@@ -50,21 +53,16 @@ from typing import Any
 import torch
 
 from agl_events.algorithm.base import AlgorithmContext, SplitResult
-from agl_events.algorithm.grpo_math import IS_CAP, clipped_loss, decoupled_loss, group_advantages, mean_entropy
+from agl_events.algorithm.grpo_learner import LearnerProcess
+from agl_events.algorithm.grpo_math import IS_CAP, group_advantages
+from agl_events.algorithm.grpo_update import PolicyUpdate, Tokens
 from agl_events.algorithm.in_flight import InFlight
 from agl_events.config import Settings
 from agl_events.llm.proxy import LLMProxy
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
 from agl_events.policy.tokenizer import make_tokenizer
-from agl_events.policy.weights import (
-    load_optimizer,
-    load_weights,
-    optimizer_path,
-    save_optimizer,
-    save_weights,
-    weights_path,
-)
+from agl_events.policy.weights import load_optimizer, load_weights, optimizer_path, save_version, save_weights
 from agl_events.proc.crash import crash_point
 from agl_events.samples.batching import BatchPolicy, SampleBatch
 from agl_events.samples.model import Sample, group_id
@@ -100,16 +98,6 @@ class StepStats:
     dropped_groups: int
     stale_samples: int
     busy_seconds: float
-
-
-@dataclass
-class _Tokens:
-    """The sequences of one batch to train on, each with its sequence's advantage."""
-
-    prompts: list[list[int]]
-    responses: list[list[int]]
-    old_logprobs: list[list[float]]
-    advantages: list[float]
 
 
 class GRPO:
@@ -165,6 +153,8 @@ class GRPO:
             committed = await asyncio.to_thread(read_steps, settings.bootstrap_servers, settings.experiment)
             stream.known(accounted_ids(committed))
             policy, optimizer, done, uri = self._resume(settings, last_step(committed))
+            learner = stack.enter_context(LearnerProcess(self._rule(), policy, optimizer, settings.home,
+                                                         settings.experiment))
             # the tasks the next step would take, numbered: a task's number is its group's data id
             tasks = enumerate(islice(cycle(train), done * self.prompts_per_step, None),
                               start=done * self.prompts_per_step)
@@ -186,8 +176,7 @@ class GRPO:
                 busy_from = time.perf_counter()
                 versions = flight.train({group[0].group_id for group in batch.groups})
                 tokens = self._tokens(batch.groups)
-                await asyncio.to_thread(self._update, policy, optimizer, tokens)
-                uri = await self._write_version(settings, policy, optimizer, step + 2)
+                uri = await asyncio.to_thread(learner.step, tokens, step + 2)
                 await steps.commit(steps.record(step, step + 2, uri, batch, stream.drain_stale()),
                                    before_commit=lambda step=step: crash_point("in-transaction", step))
                 crash_point("committed", step)
@@ -225,7 +214,7 @@ class GRPO:
         step. With `save_to`, the weights are written there after each step as the live run names its
         versions: `v1.pt` the initial weights, `v{k+1}.pt` after step k, so each compares with its live twin.
 
-        Trained on one intra-op thread, as the live loop is (its policy server sets one, process-wide):
+        Trained on one intra-op thread, as the live loop's learner process is:
         float sums split across threads could otherwise differ in their last bits."""
         on_step = on_step or self.on_step
         policy = Policy(self.policy_config)
@@ -259,7 +248,7 @@ class GRPO:
         if last is None:
             policy = Policy(self.policy_config)
             optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
-            return policy, optimizer, 0, self._save(settings, policy, optimizer, 1)
+            return policy, optimizer, 0, save_version(policy, optimizer, settings.home, settings.experiment, 1)
         policy = load_weights(last.weights_uri)
         optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
         if not load_optimizer(optimizer, last.version,
@@ -267,19 +256,6 @@ class GRPO:
             log.warning("no optimiser state saved with weights v%d: resuming with a fresh optimiser", last.version)
         log.info("resuming from weights v%d (%d steps done)", last.version, last.step + 1)
         return policy, optimizer, last.step + 1, last.weights_uri
-
-    async def _write_version(self, settings: Settings, policy: Policy, optimizer: torch.optim.Optimizer,
-                             version: int) -> str:
-        """`_save` in a worker thread: this event loop serves the store runners claim and finish on, and a
-        large policy's files take a good part of a second to write."""
-        return await asyncio.to_thread(self._save, settings, policy, optimizer, version)
-
-    @staticmethod
-    def _save(settings: Settings, policy: Policy, optimizer: torch.optim.Optimizer, version: int) -> str:
-        """Weights `version` and the optimiser state that goes with them, each named by the version, so a
-        step taken again after a crash writes the same files again. Returns the weights' URI."""
-        save_optimizer(optimizer, version, optimizer_path(settings.home, settings.experiment, version))
-        return save_weights(policy, weights_path(settings.home, settings.experiment, version))
 
     async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, uri: str, version: int
                        ) -> ResourcesUpdate:
@@ -305,7 +281,7 @@ class GRPO:
                  point.exact)
         return result
 
-    def _tokens(self, groups: list[list[Sample]]) -> _Tokens:
+    def _tokens(self, groups: list[list[Sample]]) -> Tokens:
         """Every triplet with token ids and logprobs, each given its sample's group-normalised advantage.
 
         Groups by group id and samples by sample id (a group id split over two groups: by their sample ids),
@@ -314,7 +290,7 @@ class GRPO:
                         key=lambda group: (group[0].group_id, group[0].sample_id))
         rewards = [[s.final_reward or 0.0 for s in group] for group in groups]
         self.train_rewards.append(sum(map(sum, rewards)) / sum(map(len, rewards)))
-        tokens = _Tokens([], [], [], [])
+        tokens = Tokens([], [], [], [])
         for group, advantages in zip(groups, group_advantages(rewards), strict=True):
             for sample, advantage in zip(group, advantages, strict=True):
                 for triplet in sample.triplets:
@@ -327,27 +303,11 @@ class GRPO:
                     tokens.advantages.append(advantage)
         return tokens
 
-    def _update(self, policy: Policy, optimizer: torch.optim.Optimizer, tokens: _Tokens) -> None:
-        if not tokens.prompts:
-            return
-        width = max(map(len, tokens.responses))
-        old = torch.tensor([row + [0.0] * (width - len(row)) for row in tokens.old_logprobs])
-        advantages = torch.tensor(tokens.advantages)
-        proximal = None  # synchronous: the weights that sampled are the step's starting weights
-        if self.max_staleness:
-            with torch.no_grad():
-                proximal = policy.sequence_logprobs(tokens.prompts, tokens.responses,
-                                                    temperature=self.temperature).logprobs
-        policy.train()
-        for _ in range(self.epochs):
-            new, mask, entropy = policy.sequence_logprobs(tokens.prompts, tokens.responses,
-                                                          temperature=self.temperature)
-            loss = (clipped_loss(new, old, advantages, mask, self.clip) if proximal is None
-                    else decoupled_loss(new, proximal, old, advantages, mask, self.clip, self.is_cap))
-            if self.entropy_coef:
-                loss = loss - self.entropy_coef * mean_entropy(entropy, mask)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), self.grad_clip)
-            optimizer.step()
-        policy.eval()
+    def _rule(self) -> PolicyUpdate:
+        """This GRPO's update, as its hyperparameters are now: decoupled when pipelined."""
+        return PolicyUpdate(self.epochs, self.clip, self.grad_clip, self.temperature, self.entropy_coef,
+                            self.is_cap, decoupled=self.max_staleness > 0)
+
+    def _update(self, policy: Policy, optimizer: torch.optim.Optimizer, tokens: Tokens) -> None:
+        """One step's update in this process (the live loop runs the same `_rule` in its learner process)."""
+        self._rule()(policy, optimizer, tokens)

@@ -47,6 +47,15 @@ def save_optimizer(optimizer: torch.optim.Optimizer, version: int, path: Path) -
     _save_atomically({"version": version, "state_dict": optimizer.state_dict()}, path)
 
 
+def save_version(policy: Policy, optimizer: torch.optim.Optimizer, home: Path, experiment: str, version: int
+                 ) -> str:
+    """Weights `version` and the optimiser state that goes with them, each named by the version, so a step
+    taken again after a crash writes the same files again; the optimiser's first, so weights that exist
+    always have theirs. Returns the weights' URI."""
+    save_optimizer(optimizer, version, optimizer_path(home, experiment, version))
+    return save_weights(policy, weights_path(home, experiment, version))
+
+
 def load_optimizer(optimizer: torch.optim.Optimizer, version: int, path: Path) -> bool:
     """Restore the state saved with weights `version`; False (state left fresh) when there is none for it."""
     if not path.is_file():

@@ -1,8 +1,8 @@
-"""A step's weights files are written and read off the trainer's event loop.
+"""GRPO's learner runs off the trainer's interpreter, and a version is loaded off its event loop.
 
-That loop also serves the store the runners claim and finish rollouts on (`embedded_store_server`): a large
-policy's weights and optimiser state take a good part of a second to write and to load, and in a pipelined
-loop runners are working while the trainer does it, so doing it on the loop would stall every one of them.
+That loop also serves the store the runners claim and finish rollouts on (`embedded_store_server`), and the
+interpreter runs the LLM proxy and the policy server: a large policy's update held back by their use of the
+GIL, or its files written and read on the loop, stalled the runners of a pipelined loop or the learner.
 """
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ from typing import Any, cast
 import pytest
 import torch
 
-from agl_events.algorithm import grpo as grpo_module
 from agl_events.algorithm.base import AlgorithmContext
 from agl_events.algorithm.grpo import GRPO
+from agl_events.algorithm.grpo_learner import LearnerProcess
+from agl_events.algorithm.grpo_update import Tokens
 from agl_events.config import Settings
 from agl_events.llm.proxy import LLMProxy
 from agl_events.policy import server as server_module
 from agl_events.policy.model import Policy
 from agl_events.policy.server import PolicyServer
+from agl_events.policy.weights import load_weights, optimizer_path, save_version
 from agl_events.types import LLM, NamedResources, ProxyLLM, ResourcesUpdate
 
 
@@ -41,33 +43,59 @@ class _Context:
         return ResourcesUpdate(resources_id="r1", create_time=0.0, update_time=0.0, version=1, resources=resources)
 
 
-def _recording(threads: dict[str, int], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+def _recording(threads: list[int], function: Callable[..., Any]) -> Callable[..., Any]:
     def record(*args: Any, **kwargs: Any) -> Any:
-        threads[name] = threading.get_ident()
+        threads.append(threading.get_ident())
         return function(*args, **kwargs)
 
     return record
 
 
-def test_weights_are_written_and_loaded_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
-    threads: dict[str, int] = {}
-    for module, name, function in ((grpo_module, "save_weights", grpo_module.save_weights),
-                                   (grpo_module, "save_optimizer", grpo_module.save_optimizer),
-                                   (server_module, "load_weights", server_module.load_weights)):
-        monkeypatch.setattr(module, name, _recording(threads, name, function))
+def test_a_published_version_is_loaded_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[int] = []
+    monkeypatch.setattr(server_module, "load_weights", _recording(threads, server_module.load_weights))
     grpo = GRPO(steps=1)
-    settings = Settings.from_env().model_copy(update={"home": tmp_path, "experiment": "off-loop"})
     policy = Policy(grpo.policy_config)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=grpo.lr)
+    uri = save_version(policy, torch.optim.Adam(policy.parameters()), tmp_path, "off-loop", 2)
 
-    async def step() -> int:
-        uri = await grpo._write_version(settings, policy, optimizer, 2)
+    async def publish() -> int:
         with PolicyServer(grpo.tokenizer) as server:
             await grpo._publish(cast(AlgorithmContext, _Context()), cast(LLMProxy, _Proxy()), server, uri, 2)
             assert server.version == 2
         return threading.get_ident()
 
-    loop_thread = asyncio.run(step())
-    assert set(threads) == {"save_weights", "save_optimizer", "load_weights"}
-    assert loop_thread not in threads.values(), threads
+    loop_thread = asyncio.run(publish())
+    assert threads and loop_thread not in threads
+
+
+def _batch(prompt: list[int], response: list[int]) -> Tokens:
+    return Tokens([prompt] * 4, [response] * 4, [[-1.5] * len(response)] * 4, [1.0, -1.0, 0.5, -0.5])
+
+
+def test_the_learner_process_trains_as_the_trainer_would_and_reports_a_failed_step(tmp_path: Path) -> None:
+    """Two steps in the learner process end at the weights (bit for bit) and optimiser state the same two
+    steps give in this process; a step it cannot take raises here, with the learner's reason."""
+    grpo = GRPO(steps=2, max_staleness=1, lr=1e-2)
+    settings = Settings.from_env().model_copy(update={"home": tmp_path, "experiment": "learner"})
+    policy = Policy(grpo.policy_config)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=grpo.lr)
+    batches = [_batch([1, 5, 6, 7], [8, 9, 2]), _batch([1, 6, 5], [9, 2])]
+    with LearnerProcess(grpo._rule(), policy, optimizer, settings.home, settings.experiment) as learner:
+        uris = [learner.step(tokens, version) for version, tokens in enumerate(batches, start=2)]
+        with pytest.raises(RuntimeError, match="the learner failed at weights v4: ValueError: a sequence of"):
+            learner.step(_batch([1] * 12, [2] * 6), 4)  # longer than the policy's max_len
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the learner process trains
+    try:
+        for tokens in batches:
+            grpo._update(policy, optimizer, tokens)
+    finally:
+        torch.set_num_threads(threads)
+    learned = load_weights(uris[-1]).state_dict()
+    assert learned.keys() == policy.state_dict().keys()
+    assert all(torch.equal(learned[name], value) for name, value in policy.state_dict().items())
+    assert uris[-1].endswith("/learner/v3.pt")
+    saved = torch.load(optimizer_path(tmp_path, "learner", 3), weights_only=True)
+    assert saved["version"] == 3
+    assert all(torch.equal(saved["state_dict"]["state"][i]["exp_avg"], state["exp_avg"])
+               for i, state in optimizer.state_dict()["state"].items())
