@@ -99,9 +99,10 @@ class Forwarder:
     async def call(self, rollout_id: str, attempt_id: str, kind: CallKind, body: dict[str, Any],
                    parent: TraceParent | None) -> Response:
         """Raises UnknownAttemptError / UnknownModelError before anything is forwarded."""
-        await self.recorder.check_attempt(rollout_id, attempt_id)
+        checked = await self.recorder.check_attempt(rollout_id, attempt_id)
         deployment = await self.router.route(body.get("model"))
-        sequence_id = asyncio.ensure_future(self.recorder.reserve(rollout_id, attempt_id))  # while the backend works
+        # While the backend works (a new attempt's was reserved by its check).
+        sequence_id = asyncio.ensure_future(self.recorder.reserve(rollout_id, attempt_id, checked))
         sent = backend_body(body, kind, deployment)
         call = LlmCall(rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=0, kind=kind,
                        model_name=deployment.model_name, provider=deployment.provider, request=sent,

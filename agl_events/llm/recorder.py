@@ -1,11 +1,16 @@
 """Where a proxied call's spans go: sequence ids from the store, spans straight to the span topic.
 
 The store hands out the call's sequence id (as upstream's proxy asks per request), so proxy spans and
-the runner's interleave in one order per rollout. The spans themselves skip the store: they are appended
+the runner's interleave in one order per rollout: a reward the agent records after a call is numbered after
+it, a call made after a reward after the reward, which is how upstream's `LlmProxyTraceToTriplet` gives each
+reward to its call. A block of ids per attempt, as a runner's claim takes, would save those calls but number
+every later call below the runner's spans in between (the proxy cannot see them), so each call still takes
+one id, while the backend works. The spans themselves skip the store: they are appended
 to the span topic, keyed by rollout id like every span, and the proxy waits for Kafka's acknowledgement
 (acks=all) before it answers the agent, so by the time the runner reports the attempt finished every
-call it made is in the rollout's span partition. Attempts are checked once (then remembered), so a
-mistyped rollout path is refused instead of filling the log with spans nobody can find.
+call it made is in the rollout's span partition. Attempts are checked once (then remembered), by the first
+call's reservation itself (the store refuses ids for an attempt it does not have), so a mistyped rollout path
+is refused instead of filling the log with spans nobody can find, without a round trip of its own.
 """
 
 from __future__ import annotations
@@ -30,22 +35,25 @@ class SpanRecorder:
         self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._remembered = remembered_attempts
 
-    async def check_attempt(self, rollout_id: str, attempt_id: str) -> None:
-        """Raise UnknownAttemptError unless the store has this attempt (asked once per attempt)."""
+    async def check_attempt(self, rollout_id: str, attempt_id: str) -> int | None:
+        """Raise UnknownAttemptError unless the store has this attempt. Asked once per attempt, by reserving its
+        first call's sequence id (returned; None for an attempt seen before)."""
         key = (rollout_id, attempt_id)
         if key in self._known:
             self._known.move_to_end(key)
-            return
-        attempts = [a.attempt_id for a in await self.store.query_attempts(rollout_id)]
-        if attempt_id not in attempts:
-            known = f"its attempts: {', '.join(attempts)}" if attempts else "no such rollout, or no attempt yet"
-            raise UnknownAttemptError(f"rollout {rollout_id!r} has no attempt {attempt_id!r} ({known})")
+            return None
+        try:
+            first = await self.store.next_span_sequence_id(rollout_id, attempt_id, check_attempt=True)
+        except ValueError as exc:
+            raise UnknownAttemptError(f"rollout {rollout_id!r} has no attempt {attempt_id!r} ({exc})") from exc
         self._known[key] = None
         if len(self._known) > self._remembered:
             self._known.popitem(last=False)
+        return first
 
-    async def reserve(self, rollout_id: str, attempt_id: str) -> int:
-        return await self.store.next_span_sequence_id(rollout_id, attempt_id)
+    async def reserve(self, rollout_id: str, attempt_id: str, checked: int | None = None) -> int:
+        """The call's sequence id: the one the attempt's check reserved, else the store's next."""
+        return checked if checked is not None else await self.store.next_span_sequence_id(rollout_id, attempt_id)
 
     async def record(self, spans: list[dict[str, Any]]) -> list[LoggedEvent]:
         """Append the spans (JSON shape of our Span) and return once Kafka acknowledged every one."""

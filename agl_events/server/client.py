@@ -185,9 +185,13 @@ class StoreClient:
         data = await self._route(routes.QUERY_ATTEMPTS, rollout_id=rollout_id)
         return [Attempt.model_validate(a) for a in data["items"]]
 
-    async def next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
-        """Reserve the rollout's next span sequence id (upstream's `get_next_span_sequence_id`)."""
-        data = await self._route(routes.NEXT_SEQUENCE_ID, json={"rollout_id": rollout_id, "attempt_id": attempt_id})
+    async def next_span_sequence_id(self, rollout_id: str, attempt_id: str, *, check_attempt: bool = False) -> int:
+        """Reserve the rollout's next span sequence id (upstream's `get_next_span_sequence_id`); with
+        `check_attempt`, ValueError instead where the store has no such attempt."""
+        body: dict[str, Any] = {"rollout_id": rollout_id, "attempt_id": attempt_id}
+        if check_attempt:
+            body["check_attempt"] = True
+        data = await self._route(routes.NEXT_SEQUENCE_ID, json=body)
         return int(data["sequence_id"])
 
     def sequence_reserver(self, rollout_id: str, attempt_id: str) -> Callable[[int], int]:

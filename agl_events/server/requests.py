@@ -152,6 +152,9 @@ class NextSequenceIdRequest(BaseModel):
     #: agl-events extension: reserve this many consecutive ids and answer the first (a runner's tracer that used
     #: up its claim's block); Agent Lightning's clients leave it out: one id.
     count: int = Field(default=1, ge=1, le=65536)
+    #: agl-events extension: refuse (400) unless the attempt exists; the LLM proxy's first call of an attempt
+    #: checks the attempt and takes its id in one round trip.
+    check_attempt: bool = False
 
 
 class NextSequenceIdResponse(BaseModel):

@@ -367,7 +367,13 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
 
     @router.post(routes.NEXT_SEQUENCE_ID.path, response_model=NextSequenceIdResponse)
     async def next_span_sequence_id(request: NextSequenceIdRequest, store: Store) -> dict[str, int]:
-        """The first of `count` consecutive ids reserved (one, as upstream, unless our tracer asks for a block)."""
+        """The first of `count` consecutive ids reserved (one, as upstream, unless our tracer asks for a block);
+        with `check_attempt`, none for an attempt the store does not have (a 400 saying which it has)."""
+        if request.check_attempt:
+            attempts = [a.attempt_id for a in (await store.query_attempts(request.rollout_id)).items]
+            if request.attempt_id not in attempts:
+                raise ValueError(f"its attempts: {', '.join(attempts)}" if attempts else
+                                 "no such rollout, or no attempt yet")
         issued = await store.get_many_span_sequence_ids([(request.rollout_id, request.attempt_id)] * request.count)
         return {"sequence_id": issued[0]}
 

@@ -40,6 +40,10 @@ async def test_rollouts_on_runners_call_their_own_route_and_rewards_follow_their
         calls = await read_requests(url) - before
         # A proxied rollout's end goes with the others' (POST /attempts/finish), not in a call of its own.
         assert not [route for route in calls if route.endswith(routes.UPDATE_ATTEMPT.path)]
+        # The proxy checks an attempt with its first call's sequence id, not with a read of its own: one call per
+        # span (the agent's 4 from its runner, each proxied call's from the proxy).
+        assert not [route for route in calls if route.startswith("GET") and route.endswith(routes.QUERY_ATTEMPTS.path)]
+        assert sum(n for route, n in calls.items() if route.endswith(routes.NEXT_SEQUENCE_ID.path)) == 6 * len(ids)
         assert 1 <= sum(n for route, n in calls.items() if route.endswith(routes.FINISH_ATTEMPTS.path)) <= len(ids)
         for i, rid in enumerate(ids):
             [attempt] = await store.query_attempts(rid)

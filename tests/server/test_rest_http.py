@@ -292,6 +292,11 @@ def test_runner_extension_claim_runs_at_once_and_finish_checks_its_body(http: ht
     assert http.post(f"{AGL}/spans/next", json={**ids, "count": 5}).json() == {
         "sequence_id": reserved + 1}
     assert http.post(f"{AGL}/spans/next", json=ids).json() == {"sequence_id": reserved + 6}
+    # The LLM proxy's first call of an attempt: its check and its id in one call; none for an unknown attempt.
+    assert http.post(f"{AGL}/spans/next", json={**ids, "check_attempt": True}).json() == {"sequence_id": reserved + 7}
+    unknown = http.post(f"{AGL}/spans/next", json={**ids, "attempt_id": "at-nobody", "check_attempt": True})
+    assert unknown.status_code == 400 and f"its attempts: {attempt['attempt_id']}" in unknown.json()["detail"]
+    assert http.post(f"{AGL}/spans/next", json=ids).json() == {"sequence_id": reserved + 8}
     again = http.post(f"{AGL}/rollouts/{rid}/claim", json={"worker_id": "w2"}).json()
     assert again == {"rollout": None, "next_sequence_id": None, "reserved_through": None, "resources_id": None}
 
