@@ -99,7 +99,7 @@ class StoreView:
 
         confirmed: list[str] = []
         ignored: list[tuple[LoggedEvent, str]] = []
-        created: Counter[str] = Counter()
+        created: Counter[tuple[str, str, int]] = Counter()
         for event in events:
             if advance and event.record.get("event_id") in self._own_pending:
                 confirmed.append(event.record["event_id"])
@@ -107,10 +107,11 @@ class StoreView:
                 reduced = reduce_explained(read, event.kind, event.record, event.value)
                 batch.update(reduced.changes)
                 for entity in reduced.created:
-                    created[keys.partition_count(entity, event.topic, event.partition)] += 1
+                    created[entity, event.topic, event.partition] += 1
                 if advance and reduced.ignored is not None:
                     ignored.append((event, reduced.ignored))
-        for key, more in created.items():
+        for (entity, topic, partition), more in created.items():
+            key = keys.partition_count(entity, topic, partition)
             batch[key] = (read(key) or 0) + more
         for (topic, partition), end in (advanced or {}).items():
             batch[f"{keys.POSITIONS}{topic}/{partition}"] = end
