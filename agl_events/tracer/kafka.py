@@ -79,6 +79,11 @@ class _Attempt:
     outstanding: int = 0
     failures: list[BaseException] = field(default_factory=list)
     through: dict[int, int] = field(default_factory=dict)
+    #: Sequence id assignment and queueing happen in one step per attempt. The attempt's own lock, not the
+    #: processor's: a runner's 16 slots end spans on 16 threads, and one lock held across every slot's conversion
+    #: and encoding made them queue on it (a blocked acquire gives the GIL away and back). Reentrant: a blocking
+    #: reservation inside it may end a span of its own (an instrumented HTTP client).
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def take_sequence_id(self) -> int:
         """The next id: local, or the store's (never below the local one, whose spans the store may not
@@ -112,7 +117,7 @@ class KafkaSpanProcessor(SpanProcessor):
 
     def __init__(self, writer: EventSink) -> None:
         self._writer = writer
-        self._order = threading.RLock()  # sequence id assignment and queueing happen in one step
+        self._registry = threading.Lock()  # begin and end; each attempt orders its own spans (`_Attempt.lock`)
         self._current: ContextVar[_Attempt | None] = ContextVar(f"agl_attempt_{id(self)}", default=None)
         self._active: dict[int, _Attempt] = {}  # by id(): attempts between begin and end
         self._last: _Attempt | None = None  # the attempt begun last, for callers outside any context
@@ -124,7 +129,7 @@ class KafkaSpanProcessor(SpanProcessor):
     def begin(self, rollout_id: str, attempt_id: str, first_sequence_id: int,
               reserve: Callable[[], int] | None = None, reserved: ReservedIds | None = None) -> _Attempt:
         """Bind a new attempt to the current context; returns it (the handle `end` and `flush` take)."""
-        with self._order:
+        with self._registry:
             bound = self._current.get()
             if bound is not None and id(bound) in self._active:
                 raise RuntimeError(f"tracer is already tracing rollout {bound.rollout_id} attempt "
@@ -138,7 +143,7 @@ class KafkaSpanProcessor(SpanProcessor):
             return attempt
 
     def end(self, attempt: _Attempt) -> None:
-        with self._order:
+        with self._registry:
             self._active.pop(id(attempt), None)
             if self._current.get() is attempt:
                 self._current.set(None)
@@ -185,8 +190,10 @@ class KafkaSpanProcessor(SpanProcessor):
     def spans(self) -> list[Span]:
         """The spans queued for the current (or last) attempt, in sequence order."""
         attempt = self._known()
-        with self._order:
-            return [] if attempt is None else [Span.model_validate(span_model(span)) for span in attempt.spans]
+        if attempt is None:
+            return []
+        with attempt.lock:
+            return [Span.model_validate(span_model(span)) for span in attempt.spans]
 
     # -- SpanProcessor -------------------------------------------------------------------------
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
@@ -226,22 +233,24 @@ class KafkaSpanProcessor(SpanProcessor):
 
         Raises (and records the failure for flush) when the span cannot even be queued.
         """
-        with self._order:
-            attempt = self._attempt()
-            if attempt is None:
-                raise RuntimeError("no active trace_context: spans need a rollout and attempt")
+        attempt = self._attempt()
+        if attempt is None:
+            raise RuntimeError("no active trace_context: spans need a rollout and attempt")
+        with attempt.lock:
             try:
                 span = build(attempt.rollout_id, attempt.attempt_id, attempt.take_sequence_id())
                 new = record_event(span, self._writer.producer_id)
                 with self._acks:
                     attempt.outstanding += 1
                     self._outstanding += 1
+                    self.produced += 1
                 try:
                     self._writer.send([new], lambda result: self._delivered(attempt, result))
                 except BaseException:
                     with self._acks:
                         attempt.outstanding -= 1
                         self._outstanding -= 1
+                        self.produced -= 1
                         self._acks.notify_all()
                     raise
             except Exception as exc:
@@ -251,7 +260,6 @@ class KafkaSpanProcessor(SpanProcessor):
             attempt.next_sequence_id = span["sequence_id"] + 1
             attempt.last_sequence_id = span["sequence_id"]
             attempt.spans.append(span)
-            self.produced += 1
             return span
 
     def _delivered(self, attempt: _Attempt, result: LoggedEvent | AppendError) -> None:
