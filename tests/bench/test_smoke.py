@@ -120,6 +120,7 @@ def test_summary_has_the_contract_keys_and_is_json() -> None:
     assert summary["ratio_rollouts"] == 2.0 and summary["ratio_spans"] == 2.0
     assert summary["ingest_fraction_of_raw"] == 0.1
     assert summary["cpu_runners_s"] == 1.0 and summary["cpu_busy_fraction"] == 1.0
+    assert (summary["cpu_ms_per_rollout_runners"], summary["cpu_ms_per_rollout_store"]) == (500.0, 250.0)
     assert (summary["finish_p50_ms"], summary["agl_finish_p99_ms"]) == (20.0, 60.0)
     assert summary["http_calls_per_rollout_by_route"] == {"POST /v1/agl/claims": 0.5}
     assert json.loads(json.dumps(summary)) == summary
