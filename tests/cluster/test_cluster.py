@@ -21,6 +21,7 @@ from agl_events.config import Settings
 from agl_events.log.admin import broker_ids, create_topic, create_topics, replication_of
 from agl_events.log.clients import make_admin
 from agl_events.topics import LAYOUT, Replication, Topic, topic_name
+from tests.eventually import eventually
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cluster,
               pytest.mark.skipif(shutil.which("java") is None, reason="the local Kafka cluster needs Java 17+")]
@@ -63,7 +64,10 @@ def test_topics_get_replication_three_with_two_in_sync_and_existing_ones_are_lef
     assert created[rollouts].startswith("exists with replication 1, min.insync.replicas 1 (replication 3, "
                                          "min.insync.replicas 2 wanted")
     assert {created[n] for n in names if n != rollouts} == {"created"}
-    found = replication_of(admin, names)
+    # each broker learns of a new topic a moment apart, and a metadata request goes to any of them: the one
+    # asked may not list the topics the controller has just created yet (seen once on a fresh clone)
+    found = eventually(lambda: replication_of(admin, names), "every topic in the asked broker's metadata",
+                       until=lambda found: set(found) == set(names))
     assert found[rollouts] == Replication(factor=1, min_insync=1)
     assert {found[n] for n in names if n != rollouts} == {Replication(factor=3, min_insync=2)}
 
