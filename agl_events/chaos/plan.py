@@ -20,9 +20,9 @@ from typing import Protocol
 HELD_BACK = 0.25
 
 
-class ChaosConfig(Protocol):
-    """What a plan is made from (`chaos.run.ChaosConfig` has it): declared here, so that the pure plan does not
-    import the run that executes it."""
+class PlanSettings(Protocol):
+    """The settings a plan is made from (a run's whole configuration, `chaos.run.ChaosConfig`, has them):
+    declared here, so that the pure plan does not import the run that executes it."""
 
     rollouts: int
     kills: int
@@ -46,7 +46,7 @@ class Plan:
     steps: list[Step]
 
 
-def _actions(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]:
+def _actions(config: PlanSettings, rng: random.Random) -> list[tuple[float, str]]:
     """(fraction of the first rollouts finished, action), in order."""
     targets = ["store", "processor", "runner"] * (config.kills // 3 + 1)
     chosen = targets[:3] + rng.sample(targets[3:], max(0, config.kills - 3)) if config.kills >= 3 else \
@@ -60,7 +60,7 @@ def _actions(config: ChaosConfig, rng: random.Random) -> list[tuple[float, str]]
     return sorted(actions)
 
 
-def plan(config: ChaosConfig, rng: random.Random) -> Plan:
+def plan(config: PlanSettings, rng: random.Random) -> Plan:
     """The run's actions, each due at a count below what was enqueued before it and fed its own rollouts."""
     actions = _actions(config, rng)
     held = min(config.rollouts // 2, max(len(actions), round(config.rollouts * HELD_BACK))) if actions else 0
