@@ -234,11 +234,6 @@ class LightningStore(ABC):
         InvalidTaskRequest for an unknown resources id; in a store group, waits to own a partition."""
 
     @abstractmethod
-    def task_rollout(self, key: str) -> str | None:
-        """The rollout the task request `key` became, if ingested yet, as this store's view knows (not a
-        coroutine; in a store group, only the keys of rollouts this store holds)."""
-
-    @abstractmethod
     async def task_rollouts(self, keys: Sequence[str]) -> dict[str, str]:
         """The rollouts that those of the task requests `keys` ingested yet became (in a store group: in any
         member's partitions)."""

@@ -92,13 +92,10 @@ class Reads:
             return [r for r in found if r is not None]
         return [r for _, r in self.view.scan(keys.ROLLOUTS)]
 
-    def task_rollout(self, key: str) -> str | None:
-        return self.view.get(keys.task_key(key))
-
     def task_rollouts(self, task_keys: Sequence[str]) -> dict[str, str]:
         """The keys among `task_keys` this view knows, with their rollouts (a key's rollout never changes, so a
         stale view's answer is still true, only maybe incomplete)."""
-        found = {key: self.task_rollout(key) for key in task_keys}
+        found = {key: self.view.get(keys.task_key(key)) for key in task_keys}
         return {key: rid for key, rid in found.items() if rid is not None}
 
     # -- attempts and spans -----------------------------------------------------------------------------

@@ -252,9 +252,6 @@ class EventSourcedStore(LightningStore):
     async def query_prompt_candidates(self, run_id: str | None = None) -> list[PromptCandidate]:
         return self._reads.query_prompt_candidates(run_id)
 
-    def task_rollout(self, key: str) -> str | None:
-        return self._reads.task_rollout(key)
-
     async def task_rollouts(self, keys: Sequence[str]) -> dict[str, str]:
         return await self._parts.routed_reads.task_rollouts(keys)
 

@@ -114,7 +114,7 @@ async def test_a_task_written_by_confluents_avro_serializer_is_ingested(registry
         await eventually_async(lambda: (ingester.enqueued, ingester.dead_lettered), "the request handled",
                                within=60, until=lambda handled: sum(handled) >= 1)
         assert (ingester.enqueued, ingester.dead_lettered) == (1, 0)
-        rollout_id = store.task_rollout("task-1")
+        rollout_id = (await store.task_rollouts(["task-1"])).get("task-1")
         assert rollout_id is not None
         rollout = await store.get_rollout_by_id(rollout_id)
         assert rollout is not None and rollout.input == {"question": "2+2"} and rollout.mode == "train"

@@ -68,7 +68,7 @@ async def test_json_and_avro_requests_become_one_rollout_per_key_even_when_produ
         assert store.ingester.enqueued == 2 * half
         assert store.ingester.duplicates == 2 * half
         assert await _total(store) == 2 * half
-        rid = store.task_rollout("a7")
+        rid = (await store.task_rollouts(["a7"])).get("a7")
         assert rid is not None
         rollout = await store.get_rollout_by_id(rid)
         assert rollout is not None and rollout.input == "avro 7" and rollout.metadata == {"n": 7, TASK_KEY: "a7"}

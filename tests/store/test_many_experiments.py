@@ -49,7 +49,8 @@ async def test_a_store_keeps_folding_and_ingesting_while_the_loops_shared_thread
         assert store.group.router.placement.owns(first.rollout_id)
         held += [loop.run_in_executor(None, release.wait) for _ in range(SHARED_THREADS)]
         _produce_task(settings, "k1")
-        rid = await eventually_async(lambda: store.task_rollout("k1"), "the task request ingested")
+        found = await eventually_async(lambda: store.task_rollouts(["k1"]), "the task request ingested")
+        rid = found["k1"]
         assert (await store.get_rollout_by_id(rid)) is not None
     finally:
         release.set()
