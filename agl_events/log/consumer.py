@@ -27,8 +27,20 @@ from agl_events.log.records import Position, RawRecord
 
 log = logging.getLogger(__name__)
 
-#: Seconds `GroupConsumer.assign` asks for a group's committed offsets, and the pause between two asks.
-COMMITTED_SECONDS, COMMITTED_RETRY_SECONDS = 60.0, 0.2
+#: Seconds `GroupConsumer.assign` asks for a group's committed offsets in all; how long one ask may take (librdkafka
+#: waits out an ask whose coordinator lookup was refused, and reports the refusal as an event between asks); the
+#: first pause between two asks, doubled up to the cap; how often, at most, a fetch still unanswered is logged.
+COMMITTED_SECONDS, COMMITTED_ASK_SECONDS = 60.0, 2.0
+COMMITTED_RETRY_SECONDS, COMMITTED_RETRY_CAP_SECONDS, COMMITTED_LOG_SECONDS = 0.2, 2.0, 10.0
+#: Answers to a committed-offsets fetch that asking again cannot change: the principal is refused (authorization,
+#: authentication) or the request itself is wrong. Anything else (NOT_COORDINATOR while a broker loads
+#: `__consumer_offsets`, timeouts, a coordinator moving) is asked again: a transient error raised at once would
+#: fail a store's start, while a permanent one asked again only costs the timeout.
+PERMANENT_ERRORS = frozenset({
+    KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION,
+    KafkaError.INVALID_GROUP_ID, KafkaError._INVALID_ARG, KafkaError.UNSUPPORTED_VERSION,
+    KafkaError._UNSUPPORTED_FEATURE})
 #: Called with the partitions a rebalance moved (on this consumer's poll thread).
 Rebalanced = Callable[[list[Position]], None]
 
@@ -53,6 +65,11 @@ def is_end(msg: Message) -> bool:
     return error is not None and error.code() == KafkaError._PARTITION_EOF
 
 
+def is_permanent(error: KafkaError) -> bool:
+    """Whether asking again cannot get past `error` (`PERMANENT_ERRORS`, or one librdkafka calls fatal)."""
+    return error.fatal() or error.code() in PERMANENT_ERRORS
+
+
 def records_of(messages: Iterable[Message], what: str) -> list[RawRecord]:
     """The records among consumed `messages`: partition ends are skipped, errors logged (as `what`'s) and skipped."""
     out = []
@@ -72,6 +89,7 @@ class GroupConsumer:
         """`what` names the reader in logged errors ("task-requests", "samples")."""
         self._consumer: Consumer = make_consumer(bootstrap, group_id, **overrides)
         self._what = what
+        self._group_id = group_id
 
     def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
         """The partitions of `topic`; RuntimeError saying how to create it when it does not exist."""
@@ -85,7 +103,8 @@ class GroupConsumer:
         member's session to end).
 
         From `Start.STORED`, the group's committed offsets are fetched here first, asked again until the group's
-        coordinator answers for every partition (KafkaException after `timeout` s). Left to librdkafka (an
+        coordinator answers for every partition (KafkaException after `timeout` s, or at once for an error asking
+        again cannot change, `is_permanent`: a principal without the group's ACLs). Left to librdkafka (an
         OFFSET_STORED assignment), a fetch answered NOT_COORDINATOR, as a fresh broker answers while it loads
         `__consumer_offsets`, is retried twice and its partitions are then never read until assigned again."""
         partitions = [TopicPartition(topic, p, start.value) for p in self.partitions(topic)]
@@ -94,19 +113,38 @@ class GroupConsumer:
     def _committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
         """`partitions` at the group's committed offsets (OFFSET_INVALID where none is, so the reset policy applies)."""
         deadline = time.monotonic() + timeout
+        pause, logged = COMMITTED_RETRY_SECONDS, None
         while True:
             try:
-                found = self._consumer.committed(partitions, timeout=max(0.1, deadline - time.monotonic()))
+                found = self._consumer.committed(
+                    partitions, timeout=max(0.1, min(COMMITTED_ASK_SECONDS, deadline - time.monotonic())))
                 failed = [tp.error for tp in found if tp.error is not None]
                 if not failed:
                     return list(found)
                 error = failed[0]
             except KafkaException as exc:
-                error = exc.args[0]
-            if time.monotonic() >= deadline:
+                error = self._reported_error() or exc.args[0]
+            if is_permanent(error):
+                raise KafkaException(KafkaError(error.code(), f"{self._what}: the committed offsets of consumer "
+                                                f"group {self._group_id} cannot be read: {error.name()} "
+                                                f"({error.str()}); not asked again", fatal=False))
+            now = time.monotonic()
+            if now >= deadline:
                 raise KafkaException(error)
-            log.info("%s: committed offsets not fetched yet (%s); asking again", self._what, error)
-            time.sleep(COMMITTED_RETRY_SECONDS)
+            if logged is None or now - logged >= COMMITTED_LOG_SECONDS:
+                log.info("%s: committed offsets not fetched yet (%s); asking again for up to %.0f s more",
+                         self._what, error, deadline - now)
+                logged = now
+            time.sleep(min(pause, deadline - now))
+            pause = min(2 * pause, COMMITTED_RETRY_CAP_SECONDS)
+
+    def _reported_error(self) -> KafkaError | None:
+        """The error librdkafka reported while nothing is assigned (a refused coordinator lookup comes as an event,
+        not as the answer to `committed`); with partitions assigned a poll would take their records: None."""
+        if self._consumer.assignment():
+            return None
+        event = self._consumer.poll(0)
+        return None if event is None else event.error()
 
     def subscribe(self, topic: str, on_assign: Rebalanced | None = None, on_revoke: Rebalanced | None = None
                   ) -> None:

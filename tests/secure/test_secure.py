@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from agl_events.broker.secure import ADMIN, SecureBroker, write_properties_file
 from agl_events.config import Settings
+from agl_events.log.consumer import GroupConsumer, Start
 from agl_events.proc.ports import free_port
 from agl_events.roles import ROLES, role_grants
 from agl_events.topics import Topic, topic_name
@@ -208,6 +209,22 @@ def test_the_runner_principal_may_not_delete_topics_nor_write_the_store_s_topics
     assert error is not None and error.name() == "TOPIC_AUTHORIZATION_FAILED"
     assert secured.end_offsets(rollouts) == before
     assert rollouts in secured.admin().list_topics(timeout=20).topics
+
+
+def test_a_reader_whose_principal_may_not_read_its_group_is_refused_at_once_saying_which_group(
+        secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
+    """Reading from a group's committed offsets as a principal without its ACLs: refused at the first answer (it
+    was asked again every 0.2 s for a minute, logged each time, then raised without naming the group)."""
+    consumer = GroupConsumer(secured.broker.bootstrap, "agl-not-granted", "control",
+                             **secured.broker.client_config("runner"))
+    try:
+        with pytest.raises(KafkaException) as refused:
+            consumer.assign(topic_name(EXPERIMENT, Topic.CONTROL), Start.STORED)
+    finally:
+        consumer.close()
+    assert refused.value.args[0].name() == "GROUP_AUTHORIZATION_FAILED"
+    assert "the committed offsets of consumer group agl-not-granted cannot be read" in str(refused.value)
+    assert not [record for record in caplog.records if "asking again" in record.getMessage()]
 
 
 #: In a process of its own, as a trainer is (its connection settings come from AGL_KAFKA_CONFIG): open the
