@@ -23,9 +23,13 @@ class EventTooLargeError(ValueError):
 
 def encode_event(codec: AvroCodec, new: NewEvent) -> bytes:
     """The bytes the log stores for `new`; CodecError if it breaks its schema, EventTooLargeError if too big."""
-    value = codec.encode(new.kind, new.record)
-    size = len(value) + len(new.key.encode())
+    return checked(new.kind, new.key, codec.encode(new.kind, new.record))
+
+
+def checked(kind: str, key: str, value: bytes) -> bytes:
+    """`value`, the encoded `kind` event keyed `key`, if the log takes its size; else EventTooLargeError."""
+    size = len(value) + len(key.encode())
     if size > EVENT_MAX_BYTES:
-        raise EventTooLargeError(f"{new.kind} event for {new.key} is {size} bytes encoded; "
+        raise EventTooLargeError(f"{kind} event for {key} is {size} bytes encoded; "
                                  f"the limit is {EVENT_MAX_BYTES} bytes")
     return value

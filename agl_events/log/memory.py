@@ -54,9 +54,9 @@ class InMemoryLog:
         done.set_result(self._append(events))
         return done
 
-    def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
-        """Append now; `on_delivery` hears of each event as logged before this returns."""
-        for logged in self._append([EncodedEvent(new, self.encode(new)) for new in events]):
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+        """Append now; `on_delivery` hears of each event as logged (decoded from its bytes) before this returns."""
+        for logged in self._append(events):
             on_delivery(logged)
 
     def flush(self, timeout: float = 30.0) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from agl_events.events.codec import AvroCodec
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 
 
@@ -39,9 +40,16 @@ class EventSink(EventLog, Protocol):
         """Who writes: the `producer_id` every event of this writer carries."""
         ...
 
-    def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
-        """Queue `events` and return; `on_delivery` hears of each once logged (with its offset) or lost (an
-        AppendError), on any thread. Raises, queueing nothing, for an event the log cannot take."""
+    @property
+    def codec(self) -> AvroCodec:
+        """The codec the log's records are framed and decoded with: a writer that encodes an event's Avro body
+        itself (the tracer's spans) frames it with this (`AvroCodec.frame`)."""
+        ...
+
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+        """Queue `events` (each encoded by `encode`, or framed by `codec` and checked by `log.encoding.checked`)
+        and return; `on_delivery` hears of each once logged (with its offset) or lost (an AppendError), on any
+        thread. Raises for an event the log refuses at once (those before it may still be logged)."""
         ...
 
     def flush(self, timeout: float = 30.0) -> None:

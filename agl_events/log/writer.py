@@ -74,15 +74,15 @@ class EventWriter:
         self._producer.produce(topic, value=value, key=key, headers=list(headers.items()))
         self.raw_produced += 1
 
-    def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
         """Fire-and-forget append for high-volume streams (spans): returns once the events are queued.
 
         librdkafka batches them (linger) instead of one round trip per event. `on_delivery` runs on the
         poll thread with the event as logged (its offset) once Kafka acknowledged it, or with the error
         once it gave up; the caller keeps its own account and waits for it (e.g. KafkaTracer.flush).
-        Encoding errors (an event too large or off its schema) raise here, before anything is queued.
+        Events come encoded (`encode`): the tracer writes its spans' bytes itself (`tracer.span_bytes`).
         """
-        for encoded in self._encoded(events):
+        for encoded in events:
             self._produce(encoded, self._resolver(encoded, lambda callback, result: callback(result),
                                                   on_delivery))
 

@@ -20,7 +20,7 @@ from agl_events.emitter.reward import emit_reward
 from agl_events.emitter.spans import SpanCoreFields, to_otel_status
 from agl_events.events.typed import Span as SpanRecord
 from agl_events.events.typed import span_of
-from agl_events.tracer.convert import otel_span_record, untupled
+from agl_events.tracer.convert import untupled
 from agl_events.tracer.kafka import KafkaTracer, with_route
 from agl_events.types import Span
 
@@ -65,7 +65,7 @@ def record_result(tracer: KafkaTracer, result: Any) -> None:
 
 def _record_span(tracer: KafkaTracer, item: Any) -> None:
     if isinstance(item, ReadableSpan):
-        tracer.processor.submit(lambda rid, aid, seq: otel_span_record(item, rid, aid, seq))
+        tracer.processor.submit_otel(item)
     elif isinstance(item, Span):
         tracer.processor.submit(_restamped(item))
     elif isinstance(item, SpanCoreFields):

@@ -37,10 +37,12 @@ from agl_events.emitter.spans import INSTRUMENTATION_NAME, set_active_provider
 from agl_events.events.kinds import Kind
 from agl_events.events.typed import Span as SpanRecord
 from agl_events.events.typed import SpanAdded, span_model
-from agl_events.log.records import LoggedEvent, NewEvent, event
+from agl_events.log.encoding import checked
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, event, new_event_id
 from agl_events.log.sink import AppendError, EventSink
 from agl_events.semconv import LightningResourceAttributes
 from agl_events.tracer.convert import otel_span_record
+from agl_events.tracer.span_bytes import AttemptSpans, NotCovered
 from agl_events.types import Span
 
 log = logging.getLogger(__name__)
@@ -71,11 +73,12 @@ class _Attempt:
     rollout_id: str
     attempt_id: str
     next_sequence_id: int
+    encoder: AttemptSpans
     reserve: Callable[[], int] | None = None
     reserved: ReservedIds | None = None  # None: the caller's ids are the attempt's alone, without end
     block: int = 0  # how many ids `reserved` holds: the next `more()` reserves twice as many
     last_sequence_id: int = 0
-    spans: list[SpanRecord] = field(default_factory=list)  # as produced; models only when asked for
+    spans: list[bytes] = field(default_factory=list)  # the encoded events produced; models only when asked for
     outstanding: int = 0
     failures: list[BaseException] = field(default_factory=list)
     through: dict[int, int] = field(default_factory=dict)
@@ -134,7 +137,8 @@ class KafkaSpanProcessor(SpanProcessor):
             if bound is not None and id(bound) in self._active:
                 raise RuntimeError(f"tracer is already tracing rollout {bound.rollout_id} attempt "
                                    f"{bound.attempt_id} here; one attempt at a time per context")
-            attempt = _Attempt(rollout_id, attempt_id, first_sequence_id, reserve, reserved,
+            attempt = _Attempt(rollout_id, attempt_id, first_sequence_id,
+                               AttemptSpans(rollout_id, attempt_id, self._writer.producer_id), reserve, reserved,
                                0 if reserved is None else reserved.last - first_sequence_id + 1,
                                first_sequence_id - 1)
             self._active[id(attempt)] = attempt
@@ -193,7 +197,8 @@ class KafkaSpanProcessor(SpanProcessor):
         if attempt is None:
             return []
         with attempt.lock:
-            return [Span.model_validate(span_model(span)) for span in attempt.spans]
+            values = list(attempt.spans)
+        return [Span.model_validate(span_model(self._writer.codec.decode(value).record["span"])) for value in values]
 
     # -- SpanProcessor -------------------------------------------------------------------------
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
@@ -212,7 +217,7 @@ class KafkaSpanProcessor(SpanProcessor):
                 log.debug("span %s ended outside a trace_context; not recorded", span.name)
             return
         try:
-            self.submit(lambda rid, aid, seq: otel_span_record(span, rid, aid, seq))
+            self.submit_otel(span)
         except Exception as exc:  # already recorded as a failure
             log.debug("span %s not queued: %s", span.name, exc)
 
@@ -227,25 +232,51 @@ class KafkaSpanProcessor(SpanProcessor):
         return True
 
     # -- producing -----------------------------------------------------------------------------
-    def submit(self, build: Callable[[str, str, int], SpanRecord]) -> SpanRecord:
-        """Stamp the next sequence id via `build(rollout_id, attempt_id, sequence_id)` (the span's record, routed:
-        `tracer.convert.otel_span_record`) and queue the span.
+    def submit_otel(self, span: ReadableSpan) -> None:
+        """Queue a finished OpenTelemetry span with the next sequence id, its event's bytes written straight from
+        it (`tracer.span_bytes`). Raises (and records the failure for flush) when it cannot even be queued."""
+        self._queue(lambda attempt, sequence_id: self._otel_event(attempt, span, sequence_id))
 
-        Raises (and records the failure for flush) when the span cannot even be queued.
-        """
+    def submit(self, build: Callable[[str, str, int], SpanRecord]) -> None:
+        """Queue a span given as its record, `build(rollout_id, attempt_id, sequence_id)` stamping it with the next
+        sequence id (a span model an agent returned: `runner.results`). Raises like `submit_otel`."""
+        def encoded(attempt: _Attempt, sequence_id: int) -> EncodedEvent:
+            new = record_event(build(attempt.rollout_id, attempt.attempt_id, sequence_id), self._writer.producer_id)
+            return EncodedEvent(new, self._writer.encode(new))
+
+        self._queue(encoded)
+
+    def _otel_event(self, attempt: _Attempt, src: ReadableSpan, sequence_id: int) -> EncodedEvent:
+        """The SpanAdded of `src`: written by the attempt's encoder, or from its record where that does not cover it.
+        The event's record holds its header and the span's route and sequence id (its bytes hold the rest)."""
+        event_id, now, producer_id = new_event_id(), time.time(), self._writer.producer_id
+        try:
+            body = attempt.encoder.body(src, sequence_id, event_id, now)
+        except NotCovered:
+            new = record_event(otel_span_record(src, attempt.rollout_id, attempt.attempt_id, sequence_id), producer_id)
+            return EncodedEvent(new, self._writer.encode(new))
+        value = checked(Kind.SPAN_ADDED, attempt.rollout_id, self._writer.codec.frame(Kind.SPAN_ADDED, body))
+        header = {"event_id": event_id, "time": now, "producer_id": producer_id,
+                  "span": {"rollout_id": attempt.rollout_id, "attempt_id": attempt.attempt_id,
+                           "sequence_id": sequence_id}}
+        return EncodedEvent(NewEvent(Kind.SPAN_ADDED, attempt.rollout_id, header), value)
+
+    def _queue(self, encode: Callable[[_Attempt, int], EncodedEvent]) -> None:
+        """Take the current attempt's next sequence id, encode the span with it and queue it, as one step per
+        attempt; a failure is recorded for flush and raised."""
         attempt = self._attempt()
         if attempt is None:
             raise RuntimeError("no active trace_context: spans need a rollout and attempt")
         with attempt.lock:
             try:
-                span = build(attempt.rollout_id, attempt.attempt_id, attempt.take_sequence_id())
-                new = record_event(span, self._writer.producer_id)
+                sequence_id = attempt.take_sequence_id()
+                encoded = encode(attempt, sequence_id)
                 with self._acks:
                     attempt.outstanding += 1
                     self._outstanding += 1
                     self.produced += 1
                 try:
-                    self._writer.send([new], lambda result: self._delivered(attempt, result))
+                    self._writer.send([encoded], lambda result: self._delivered(attempt, result))
                 except BaseException:
                     with self._acks:
                         attempt.outstanding -= 1
@@ -257,10 +288,9 @@ class KafkaSpanProcessor(SpanProcessor):
                 with self._acks:
                     attempt.failures.append(exc)
                 raise
-            attempt.next_sequence_id = span["sequence_id"] + 1
-            attempt.last_sequence_id = span["sequence_id"]
-            attempt.spans.append(span)
-            return span
+            attempt.next_sequence_id = sequence_id + 1
+            attempt.last_sequence_id = sequence_id
+            attempt.spans.append(encoded.value)
 
     def _delivered(self, attempt: _Attempt, result: LoggedEvent | AppendError) -> None:
         with self._acks:

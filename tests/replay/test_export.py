@@ -42,7 +42,7 @@ from agl_events.events.convert import attempt_record, rollout_record, span_recor
 from agl_events.log.admin import create_topics, delete_topics
 from agl_events.log.clients import make_admin, make_consumer
 from agl_events.log.offsets import partitions_of
-from agl_events.log.records import event
+from agl_events.log.records import EncodedEvent, event
 from agl_events.log.writer import EventWriter
 from agl_events.replay.cut import Cut, log_end
 from agl_events.replay.export import ExportCounts, ExportFilter, export_rows, write_jsonl, write_parquet
@@ -341,7 +341,8 @@ def _produce_history(bootstrap: str, experiment: str, spans: int) -> int:
                      for seq, record in enumerate(template, start=1)]
             batch.append(event("RolloutFinished", rid, 1e9, writer.producer_id, rollout=rollout_record(rollout(rid)),
                                attempt=attempt_record(attempt(rid, aid)), resources_generation=1))
-            writer.send(batch, lambda result: errors.append(result) if isinstance(result, Exception) else None)
+            writer.send([EncodedEvent(new, writer.encode(new)) for new in batch],
+                        lambda result: errors.append(result) if isinstance(result, Exception) else None)
     finally:
         writer.close(120)
     assert errors == []

@@ -20,7 +20,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.typed import span_of
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
-from agl_events.log.records import LoggedEvent, NewEvent
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 from agl_events.log.sink import AppendError
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import keys
@@ -70,11 +70,15 @@ class _HeldSink:
 
     def __init__(self, writer: EventWriter) -> None:
         self.writer = writer
-        self.held: list[tuple[Sequence[NewEvent], Callable[[LoggedEvent | AppendError], None]]] = []
+        self.held: list[tuple[Sequence[EncodedEvent], Callable[[LoggedEvent | AppendError], None]]] = []
 
     @property
     def producer_id(self) -> str:
         return self.writer.producer_id
+
+    @property
+    def codec(self) -> AvroCodec:
+        return self.writer.codec
 
     def encode(self, new: NewEvent) -> bytes:
         return self.writer.encode(new)
@@ -82,8 +86,7 @@ class _HeldSink:
     def append(self, events: Any) -> Any:
         return self.writer.append(events)
 
-    def send(self, events: Sequence[NewEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
-        self.writer.encode(events[0])  # refuses now what the log could not take, as the real send does
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
         self.held.append((events, on_delivery))
 
     def release(self) -> None:
