@@ -46,6 +46,8 @@ class NotCovered(ValueError):
 
 def _long(n: int) -> bytes:
     """Avro's long: zigzag, then a little-endian base-128 varint."""
+    if 0 <= n < 64:
+        return _SMALL[n << 1]
     if n < _LONG_MIN or n > _LONG_MAX:
         raise NotCovered(f"{n} does not fit a long")
     z = (n << 1) ^ (n >> 63)
@@ -61,7 +63,8 @@ def _long(n: int) -> bytes:
 
 def _string(out: list[bytes], text: str) -> None:
     data = text.encode()
-    out.append(_long(len(data)))
+    size = len(data)
+    out.append(_SMALL[size << 1] if size < 64 else _long(size))
     out.append(data)
 
 

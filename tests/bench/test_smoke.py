@@ -131,7 +131,7 @@ def test_stage_costs_cover_every_span_of_the_workload() -> None:
     figures = stage_costs(params.tasks())
     # The runner's final reward is recorded from the returned float, as `record_otel_spans` does too.
     assert figures["stage_spans"] == params.expected_spans()
-    assert all(figures[f"stage_{name}_us"] > 0 for name in ("convert", "encode", "decode", "fold"))
+    assert all(figures[f"stage_{name}_us"] > 0 for name in ("write", "convert", "encode", "decode", "fold"))
     assert figures["stage_one_core_spans_per_s"] > 0
 
 
