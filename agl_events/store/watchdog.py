@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agl_events.reducers import keys
@@ -44,6 +44,8 @@ class Watchdog:
         self._debounce = debounce
         self._last_scan: float | None = None
         self._unclaimed = Unclaimed(REDISPATCH_AFTER_SECONDS)
+        self._unclaimed.written(view.scan(keys.QUEUE))  # the queue the view holds now; then as the view writes it
+        view.on_written(self._queue_written)
         self._task: asyncio.Task[None] | None = None
 
     async def before_call(self) -> None:
@@ -57,7 +59,7 @@ class Watchdog:
     async def scan(self) -> int:
         """Decide now what the running rollouts' clocks imply; how many attempts changed. Queued rollouts
         unclaimed for long are announced again."""
-        unclaimed = self._unclaimed.due(self._view.scan(keys.QUEUE), self._clock())
+        unclaimed = self._unclaimed.due(self._clock())
         # in a store group, some are entries of partitions moved away, left stale in this view: not announced here
         announced = await self._decide(lambda ctx: redispatch(ctx, unclaimed)) if unclaimed else 0
         if announced:
@@ -71,6 +73,9 @@ class Watchdog:
             return attempt_cmds.scan_unhealthy(ctx, rollouts)
 
         return int(await self._decide(scan))
+
+    def _queue_written(self, changes: Mapping[str, Any]) -> None:
+        self._unclaimed.written((key, rid) for key, rid in changes.items() if key.startswith(keys.QUEUE))
 
     def start(self) -> None:
         if self._task is None:

@@ -49,6 +49,7 @@ class StoreView:
             _position(key): value for key, value in kv.scan(keys.POSITIONS)
         }
         self._span = span_decoder(codec or AvroCodec())
+        self._observers: list[Callable[[Mapping[str, Any]], None]] = []
 
     @property
     def positions(self) -> dict[Position, int]:
@@ -60,6 +61,11 @@ class StoreView:
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
         return self.kv.scan(prefix)
+
+    def on_written(self, observer: Callable[[Mapping[str, Any]], None]) -> None:
+        """`observer(changes)` hears of every batch written to the view (key -> value, None: deleted) right after
+        it is written: what keeps an index beside the view without scanning it (the watchdog's queue)."""
+        self._observers.append(observer)
 
     def spans(self, rollout_id: str, attempt_id: str | None = None) -> StoredSpans[dict[str, Any]]:
         """A rollout's spans (only `attempt_id`'s, when given) in sequence order as the store's span model, each
@@ -117,6 +123,8 @@ class StoreView:
             batch[f"{keys.POSITIONS}{topic}/{partition}"] = end
         if batch:
             self.kv.write(batch)
+            for observer in self._observers:
+                observer(batch)
         # Only once written: a batch that raised half-way leaves positions and pending as they were, so a
         # retry folds the same events again instead of skipping them.
         self._positions.update(advanced or {})

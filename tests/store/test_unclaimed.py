@@ -21,8 +21,23 @@ from tests.conftest import FakeClock
 from tests.eventually import eventually, eventually_async
 
 
+class _Queue:
+    """`Unclaimed` fed as the view feeds it: what changed between two whole queues, as written entries."""
+
+    def __init__(self, after: float) -> None:
+        self._unclaimed = Unclaimed(after)
+        self._last: dict[str, str] = {}
+
+    def due(self, queue: list[tuple[str, str]], now: float) -> list[str]:
+        current = dict(queue)
+        self._unclaimed.written([(entry, None) for entry in self._last if entry not in current] +
+                                [(entry, rid) for entry, rid in current.items() if entry not in self._last])
+        self._last = current
+        return self._unclaimed.due(now)
+
+
 def test_an_entry_is_due_after_waiting_then_after_twice_as_long_and_afresh_once_requeued() -> None:
-    unclaimed = Unclaimed(after=10)
+    unclaimed = _Queue(after=10)
     assert unclaimed.due([("q/1", "r1")], now=100) == []
     assert unclaimed.due([("q/1", "r1")], now=109) == []
     assert unclaimed.due([("q/1", "r1")], now=110) == ["r1"]
@@ -35,7 +50,7 @@ def test_an_entry_is_due_after_waiting_then_after_twice_as_long_and_afresh_once_
 
 
 def test_a_long_queue_moving_in_order_announces_nothing_again() -> None:
-    unclaimed = Unclaimed(after=10)
+    unclaimed = _Queue(after=10)
     queue = [(f"q/{n:03d}", f"r{n}") for n in range(50)]
     for now in range(100, 150):  # one taken from the head a second, for 50 s: every entry waits past `after`
         assert unclaimed.due(queue, now=now) == []
@@ -43,17 +58,28 @@ def test_a_long_queue_moving_in_order_announces_nothing_again() -> None:
 
 
 def test_an_entry_overtaken_by_later_ones_or_left_in_a_still_queue_is_announced_again() -> None:
-    unclaimed = Unclaimed(after=10)
+    unclaimed = _Queue(after=10)
     assert unclaimed.due([("q/1", "lost"), ("q/2", "a")], now=100) == []
     assert unclaimed.due([("q/1", "lost"), ("q/3", "b")], now=105) == []  # a taken: the queue moves
     assert unclaimed.due([("q/1", "lost"), ("q/3", "b"), ("q/4", "c")], now=110) == []  # waited, not overtaken
     # c, queued 10 s after the lost one, is taken first: the lost one's record was skipped
     assert unclaimed.due([("q/1", "lost"), ("q/3", "b")], now=112) == ["lost"]
-    still = Unclaimed(after=10)
+    still = _Queue(after=10)
     assert still.due([("q/1", "a"), ("q/2", "b")], now=100) == []
     assert still.due([("q/2", "b")], now=105) == []  # a taken: the queue moved at 105
     assert still.due([("q/2", "b")], now=114) == []
     assert still.due([("q/2", "b")], now=115) == ["b"]  # nothing taken for 10 s
+
+
+def test_an_entry_due_again_while_the_queue_moves_is_announced_once_the_queue_stands_still() -> None:
+    unclaimed = _Queue(after=10)
+    assert unclaimed.due([("q/1", "a"), ("q/2", "b")], now=100) == []
+    assert sorted(unclaimed.due([("q/1", "a"), ("q/2", "b")], now=110)) == ["a", "b"]  # still: due again at 120
+    assert unclaimed.due([("q/1", "a")], now=112) == []  # b taken: the queue moves
+    assert unclaimed.due([("q/1", "a")], now=120) == []  # due, but the queue moved 8 s ago
+    assert unclaimed.due([("q/1", "a")], now=121) == []
+    assert unclaimed.due([("q/1", "a")], now=122) == ["a"]  # nothing taken for 10 s
+    assert unclaimed.due([("q/1", "a")], now=143) == []  # next at 122 + 22
 
 
 def _hand_out_and_release(member: ShareMember, times: int) -> None:
