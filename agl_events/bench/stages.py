@@ -83,9 +83,8 @@ def written_spans(codec: AvroCodec, rollouts: list[list[ReadableSpan]], producer
     """The recorded spans' event bytes as the tracer writes them (`tracer.span_bytes`, one writer per attempt)."""
     written = []
     for n, spans in enumerate(rollouts):
-        writer = AttemptSpans(*_route(n), producer_id)
-        written += [codec.frame(Kind.SPAN_ADDED, writer.body(span, seq, new_event_id(), time.time()))
-                    for seq, span in enumerate(spans, start=1)]
+        writer = AttemptSpans(codec.header(Kind.SPAN_ADDED), *_route(n), producer_id)
+        written += [writer.event(span, seq, new_event_id(), time.time()) for seq, span in enumerate(spans, start=1)]
     return written
 
 

@@ -83,10 +83,10 @@ class AvroCodec:
             raise CodecError(f"record does not match schema {name}: {exc}") from exc
         return buf.getvalue()
 
-    def frame(self, name: str, body: bytes) -> bytes:
-        """`body`, an Avro body its writer encoded under this codec's schema `name`, in the frame `encode` puts
-        around a record (`tracer.span_bytes` writes span bodies without fastavro)."""
-        return self._header(self._schema(name)) + body
+    def header(self, name: str) -> bytes:
+        """The frame `encode` puts before the Avro body of a `name` record, for a writer that encodes bodies itself
+        (`tracer.span_bytes`); with a registry, the schema is registered on the first call."""
+        return self._header(self._schema(name))
 
     def decode(self, data: bytes) -> Decoded:
         """Decode any framed event; raises UnknownSchemaError or CorruptRecordError, never anything else."""

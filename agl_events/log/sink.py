@@ -43,13 +43,14 @@ class EventSink(EventLog, Protocol):
     @property
     def codec(self) -> AvroCodec:
         """The codec the log's records are framed and decoded with: a writer that encodes an event's Avro body
-        itself (the tracer's spans) frames it with this (`AvroCodec.frame`)."""
+        itself (the tracer's spans) puts this codec's frame before it (`AvroCodec.header`)."""
         ...
 
     def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
-        """Queue `events` (each encoded by `encode`, or framed by `codec` and checked by `log.encoding.checked`)
-        and return; `on_delivery` hears of each once logged (with its offset) or lost (an AppendError), on any
-        thread. Raises for an event the log refuses at once (those before it may still be logged)."""
+        """Queue `events` (each encoded by `encode`, or written in `codec`'s frame and checked by
+        `log.encoding.checked`) and return; `on_delivery` hears of each once logged (with its offset) or lost (an
+        AppendError), on any thread. Raises for an event the log refuses at once (those before it may still be
+        logged)."""
         ...
 
     def flush(self, timeout: float = 30.0) -> None:

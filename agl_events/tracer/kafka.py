@@ -138,7 +138,8 @@ class KafkaSpanProcessor(SpanProcessor):
                 raise RuntimeError(f"tracer is already tracing rollout {bound.rollout_id} attempt "
                                    f"{bound.attempt_id} here; one attempt at a time per context")
             attempt = _Attempt(rollout_id, attempt_id, first_sequence_id,
-                               AttemptSpans(rollout_id, attempt_id, self._writer.producer_id), reserve, reserved,
+                               AttemptSpans(self._writer.codec.header(Kind.SPAN_ADDED), rollout_id, attempt_id,
+                                            self._writer.producer_id), reserve, reserved,
                                0 if reserved is None else reserved.last - first_sequence_id + 1,
                                first_sequence_id - 1)
             self._active[id(attempt)] = attempt
@@ -251,11 +252,10 @@ class KafkaSpanProcessor(SpanProcessor):
         The event's record holds its header and the span's route and sequence id (its bytes hold the rest)."""
         event_id, now, producer_id = new_event_id(), time.time(), self._writer.producer_id
         try:
-            body = attempt.encoder.body(src, sequence_id, event_id, now)
+            value = checked(Kind.SPAN_ADDED, attempt.rollout_id, attempt.encoder.event(src, sequence_id, event_id, now))
         except NotCovered:
             new = record_event(otel_span_record(src, attempt.rollout_id, attempt.attempt_id, sequence_id), producer_id)
             return EncodedEvent(new, self._writer.encode(new))
-        value = checked(Kind.SPAN_ADDED, attempt.rollout_id, self._writer.codec.frame(Kind.SPAN_ADDED, body))
         header = {"event_id": event_id, "time": now, "producer_id": producer_id,
                   "span": {"rollout_id": attempt.rollout_id, "attempt_id": attempt.attempt_id,
                            "sequence_id": sequence_id}}

@@ -41,10 +41,9 @@ def test_the_direct_writer_is_for_the_span_schema_of_the_contract() -> None:
 @given(st.lists(spans(), min_size=1, max_size=4), st.integers(1, 2**40), st.floats(0, 2e9))
 def test_every_span_is_written_as_fastavro_writes_its_record(otel: list[ReadableSpan], first: int,
                                                              time: float) -> None:
-    writer = AttemptSpans("ro-1", "at-1", "tracer-1")
+    writer = AttemptSpans(CODEC.header(Kind.SPAN_ADDED), "ro-1", "at-1", "tracer-1")
     for sequence_id, span in enumerate(otel + otel[:1], start=first):  # a resource seen before, after another
-        assert CODEC.frame(Kind.SPAN_ADDED, writer.body(span, sequence_id, "e" * 32, time)) == _record_path(
-            span, sequence_id, "e" * 32, time)
+        assert writer.event(span, sequence_id, "e" * 32, time) == _record_path(span, sequence_id, "e" * 32, time)
 
 
 class Level(enum.IntEnum):
@@ -61,7 +60,7 @@ def _span_with(**attributes: object) -> ReadableSpan:
 def test_values_the_writer_does_not_cover_take_the_record_path(value: object) -> None:
     span = _span_with(value=value)
     with pytest.raises(NotCovered):
-        AttemptSpans("ro-1", "at-1", "tracer-1").body(span, 1, "e" * 32, 1.0)
+        AttemptSpans(CODEC.header(Kind.SPAN_ADDED), "ro-1", "at-1", "tracer-1").event(span, 1, "e" * 32, 1.0)
     log = InMemoryLog(producer_id="tracer-1")
     tracer = KafkaTracer(log)
     with tracer.trace_context("ro-1", "at-1", first_sequence_id=3):
