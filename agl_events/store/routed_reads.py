@@ -262,7 +262,9 @@ class RoutedReads:
 
     async def _fan_out(self, query: dict[str, Any], count: int) -> list[tuple[list[dict[str, Any]], int]]:
         """Each owner's share of `query` as (its first offset+limit rollouts as JSON, its total); asked again
-        wherever a share's owner changed on the way."""
+        wherever a share's owner changed on the way: a member that refused its share (421) is not asked again
+        before the group lists another owner for it (`Router.moved`), one that could not be reached after a
+        pause, and shares of this store's own partitions moved meanwhile at once."""
         share_limit, share_offset = q.part_window(query["limit"], query["offset"])
         share = {**query, "limit": share_limit, "offset": share_offset}
         deadline = time.monotonic() + ROUTE_WAIT_SECONDS
@@ -281,11 +283,21 @@ class RoutedReads:
 
         while True:
             shares = await self._router.shares(deadline)
-            try:
-                return list(await asyncio.gather(*(ask(owner, ps) for owner, ps in shares.items())))
-            except (NotOwnerError, PeerUnavailableError) as exc:
+            answers = await asyncio.gather(*(ask(owner, ps) for owner, ps in shares.items()), return_exceptions=True)
+            failed = {owner: answer for owner, answer in zip(shares, answers, strict=True)
+                      if isinstance(answer, BaseException)}
+            if not failed:
+                return [answer for answer in answers if not isinstance(answer, BaseException)]
+            for error in failed.values():
+                if not isinstance(error, NotOwnerError | PeerUnavailableError):
+                    raise error
+            refused = {owner for owner, error in failed.items() if owner is not None and
+                       isinstance(error, NotOwnerError)}
+            await asyncio.gather(*(self._router.moved(owner, shares[owner], deadline) for owner in refused))
+            if len(refused) < len(failed):
                 self._router.refresh()
                 if time.monotonic() > deadline:
                     raise NoOwnerError(f"the store group did not answer a query over all rollouts within "
-                                       f"{ROUTE_WAIT_SECONDS:.0f} s (last: {exc})") from exc
-                await asyncio.sleep(RETRY_SECONDS)
+                                       f"{ROUTE_WAIT_SECONDS:.0f} s (last: {next(iter(failed.values()))})")
+                if any(isinstance(error, PeerUnavailableError) for error in failed.values()):
+                    await asyncio.sleep(RETRY_SECONDS)

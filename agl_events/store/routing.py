@@ -112,6 +112,15 @@ class Router:
                 return {url: frozenset(partitions) for url, partitions in shares.items()}
             await self._changed(deadline, "every partition", [p for p, url in owners.items() if url is None])
 
+    async def moved(self, owner: str, partitions: frozenset[int], deadline: float) -> None:
+        """Returns once the group no longer lists `owner` as owning any of `partitions` (which it refused: 421),
+        asking the group again now and each second without news: a map that still lists it is stale, and
+        asking it again would only be refused again. NoOwnerError past `deadline`."""
+        assert self.ownership is not None
+        self.refresh()
+        while any(self.ownership.owner_of(p) == owner for p in partitions):
+            await self._changed(deadline, f"partitions {sorted(partitions)}, which {owner} refused", partitions)
+
     async def run(self, rid: str, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
         """`here()` if this store owns `rid`, else `there(owner_url)`; again wherever ownership moved."""
         async def listed(answer: Awaitable[T]) -> list[T]:
