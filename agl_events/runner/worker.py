@@ -45,7 +45,7 @@ from agl_events.runner.finishes import FinishBatcher
 from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.server.client import StoreClient, StoreUnavailableError
-from agl_events.tracer import KafkaTracer, ReservedIds
+from agl_events.tracer import KafkaTracer, ReservedIds, TraceContext
 from agl_events.tracer.instrument import instrument_openai
 from agl_events.types import AttemptedRollout, AttemptFinish, Claim, ProxyLLM, ResourcesUpdate
 
@@ -103,6 +103,7 @@ class Runner:
         self.stop = threading.Event()
         self.completed = 0
         self._resources: dict[str, ResourcesUpdate] = {}
+        self._async_agent = self.agent.is_async()
         #: Sync agents' threads: one per slot (the loop's default pool has only cores + 4).
         self._agents = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix=f"{self.config.runner_id}-agent")
 
@@ -213,9 +214,7 @@ class Runner:
         status: Literal["succeeded", "failed"] = "succeeded"
         context = tracer.trace_context(rid, aid, claimed.next_sequence_id, reserve, reserved)
         try:
-            async with context:  # flushes this attempt's spans on exit
-                result = await self._call_agent(rollout, named)
-                record_result(tracer, result)
+            await self._traced(context, tracer, rollout, named)
         except Exception as exc:  # the agent's failure is the attempt's outcome, not the runner's
             log.warning("rollout %s attempt %s failed: %r", rid, aid, exc)
             log.debug("traceback", exc_info=True)
@@ -252,13 +251,26 @@ class Runner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _call_agent(self, rollout: AttemptedRollout, resources: dict[str, Any]) -> Any:
-        """Async agents run on the runner's loop; sync ones on a thread, so heartbeats and stop keep working."""
-        if self.agent.is_async():
-            return await self.agent.execute(rollout.input, resources, rollout)
-        context = contextvars.copy_context()  # the tracer finds the attempt through it, as to_thread would
-        return await asyncio.get_running_loop().run_in_executor(
-            self._agents, context.run, self.agent.execute_sync, rollout.input, resources, rollout)
+    async def _traced(self, context: TraceContext, tracer: KafkaTracer, rollout: AttemptedRollout,
+                      resources: dict[str, Any]) -> None:
+        """The attempt under its trace context, which flushes its spans on exit. Async agents run on the runner's
+        loop. A sync one runs on its slot's thread, and so do its result's spans (the final reward) and the flush:
+        one thread hop per rollout where there were two (the agent's, the flush's on the loop's default pool of
+        cores + 4 threads) with the reward encoded on the loop in between. The loop stays free for heartbeats,
+        claims and stop."""
+        if self._async_agent:
+            async with context:
+                record_result(tracer, await self.agent.execute(rollout.input, resources, rollout))
+            return
+        copied = contextvars.copy_context()  # the attempt is bound in this copy: the thread's next rollout starts clean
+        await asyncio.get_running_loop().run_in_executor(
+            self._agents, copied.run, _run_sync_attempt, context, tracer, self.agent, rollout, resources)
+
+
+def _run_sync_attempt(context: TraceContext, tracer: KafkaTracer, agent: LitAgent[Any], rollout: AttemptedRollout,
+                      resources: dict[str, Any]) -> None:
+    with context:
+        record_result(tracer, agent.execute_sync(rollout.input, resources, rollout))
 
 
 class SteppingAside(Protocol):
