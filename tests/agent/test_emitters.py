@@ -165,11 +165,17 @@ def test_returned_core_fields_match_upstream(ours_exporter: InMemorySpanExporter
         assert dumped.pop("start_time") > 0 and dumped.pop("end_time") > 0
         return dumped
 
+    def operation_fields(m: ModuleType) -> dict[str, Any]:
+        with m.operation(user_id=7) as op:
+            op.set_output({"answer": 42})
+        return fields(op.span())
+
     assert fields(ours.emit_reward(0.5)) == fields(upstream.emit_reward(0.5))
     assert fields(ours.emit_object({"a": 1})) == fields(upstream.emit_object({"a": 1}))
+    assert operation_fields(ours) == operation_fields(upstream)
     offline = ours.emit_reward({"a": 2, "b": 1.0}, primary_key="b", propagate=False)
     assert fields(offline) == fields(upstream.emit_reward({"a": 2, "b": 1.0}, primary_key="b", propagate=False))
-    assert len(ours_exporter.get_finished_spans()) == 2  # propagate=False records nothing
+    assert len(ours_exporter.get_finished_spans()) == 3  # propagate=False records nothing
 
 
 def test_readers_agree_with_upstream_on_our_spans(ours_exporter: InMemorySpanExporter) -> None:
