@@ -8,7 +8,7 @@ batch, see it. Nothing reaches the real view until the events are durable in the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from agl_events.events.typed import Decided
@@ -41,6 +41,10 @@ class DecisionContext:
         self.now = now
         self.producer_id = producer_id
         self.overlay: dict[str, Any] = {}
+        #: The overlay's keys under each of their "/"-ended prefixes: a scan of this context reads only its own
+        #: keys under the prefix, not the whole overlay (a commit batch's root holds every change of the batch,
+        #: and every scan of a command goes through the roots of the batches still in flight).
+        self._under: dict[str, set[str]] = {}
         self.events: list[NewEvent] = []
 
     # -- reads ---------------------------------------------------------------------------------
@@ -52,11 +56,24 @@ class DecisionContext:
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
         """Ordered scan of the view merged with the overlay (overlay wins, deletions hidden)."""
-        mine = sorted((k, v) for k, v in self.overlay.items() if k.startswith(prefix))
+        mine = sorted((k, self.overlay[k]) for k in self._keys_under(prefix))
         theirs = ((k, v) for k, v in self.view.scan(prefix) if k not in self.overlay)
         for key, value in heapq.merge(mine, theirs, key=lambda kv: kv[0]):
             if value is not _DELETED:
                 yield key, value
+
+    def _keys_under(self, prefix: str) -> Iterable[str]:
+        if prefix.endswith("/"):
+            return self._under.get(prefix, ())
+        return [k for k in self.overlay if k.startswith(prefix)]
+
+    def _put(self, key: str, value: Any) -> None:
+        if key not in self.overlay:
+            slash = key.find("/")
+            while slash != -1:
+                self._under.setdefault(key[:slash + 1], set()).add(key)
+                slash = key.find("/", slash + 1)
+        self.overlay[key] = value
 
     def tick(self) -> float:
         """A creation time strictly after the previous one, so creation order survives sorting by time."""
@@ -67,7 +84,8 @@ class DecisionContext:
         return DecisionContext(self, now, self.producer_id, self.placement)
 
     def absorb(self, child: DecisionContext) -> None:
-        self.overlay.update(child.overlay)
+        for key, value in child.overlay.items():
+            self._put(key, value)
         self.events.extend(child.events)
         self.now = max(self.now, child.now)
 
@@ -77,7 +95,7 @@ class DecisionContext:
         stamped = event.stamp(self.now, self.producer_id)
         new = NewEvent(stamped.kind, stamped.key, stamped.to_record())
         for changed, value in reduce_event(self.get, stamped).items():
-            self.overlay[changed] = _DELETED if value is None else value
+            self._put(changed, _DELETED if value is None else value)
         self.events.append(new)
         return new
 
