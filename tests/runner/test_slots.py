@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from agl_events.runner.tasks import Task
@@ -31,8 +32,21 @@ class SlowToStepAside:
         self.calls.append("rejoin")
 
 
-async def test_rollouts_ending_while_the_runner_steps_aside_leave_nothing_to_wait_for() -> None:
-    queue = SlowToStepAside()
+class FailingToStepAside(SlowToStepAside):
+    """A task queue whose step-aside fails as leaving the share group can while a broker restarts: it sends the
+    pending acknowledgements first (`ShareMember.unsubscribe`), and that commit raises."""
+
+    def step_aside(self) -> None:
+        self.calls.append("step_aside")
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "commit_sync timed out"))
+
+
+@pytest.mark.parametrize("kind", [SlowToStepAside, FailingToStepAside], ids=["slow", "failing"])
+async def test_a_rollout_ending_while_the_runner_steps_aside_frees_its_slot(kind: type[SlowToStepAside]) -> None:
+    """Slow: the rollouts may all end while the runner steps aside, leaving nothing to wait for. Failing: stepping
+    aside only spares idle runners a wait, so failing to is no reason to end the runner (it did: the
+    KafkaException left the runner's loop, and the process exited). Either way the runner rejoins the group."""
+    queue = kind()
     ended = asyncio.Event()
     rollout = asyncio.create_task(ended.wait())
     running = {rollout}
@@ -48,31 +62,3 @@ async def test_rollouts_ending_while_the_runner_steps_aside_leave_nothing_to_wai
     await asyncio.wait_for(wait_for_a_slot(running, queue, [], step_aside_after=0.05), 10)
     await helper
     assert running == set() and queue.calls == ["step_aside", "rejoin"]
-
-
-class FailingToStepAside(SlowToStepAside):
-    """A task queue whose step-aside fails as leaving the share group can while a broker restarts: it sends the
-    pending acknowledgements first (`ShareMember.unsubscribe`), and that commit raises."""
-
-    def step_aside(self) -> None:
-        self.calls.append("step_aside")
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "commit_sync timed out"))
-
-
-async def test_a_failed_step_aside_leaves_the_runner_waiting_for_a_slot_in_the_group() -> None:
-    """Stepping aside only spares idle runners a wait; failing to is no reason to end the runner (it did: the
-    KafkaException left the runner's loop, and the process exited)."""
-    queue = FailingToStepAside()
-    ended = asyncio.Event()
-    rollout = asyncio.create_task(ended.wait())
-    running = {rollout}
-    rollout.add_done_callback(running.discard)
-
-    async def end_the_rollout_once_stepping_aside_failed() -> None:
-        await eventually_async(lambda: "step_aside" in queue.calls, "the runner trying to step aside")
-        ended.set()
-
-    helper = asyncio.create_task(end_the_rollout_once_stepping_aside_failed())
-    await asyncio.wait_for(wait_for_a_slot(running, queue, [], step_aside_after=0.05), 10)
-    await helper
-    assert running == set() and queue.calls[0] == "step_aside"
