@@ -18,6 +18,12 @@ from agl_events.store.ownership import EVERYWHERE, Placement
 from agl_events.views.store_view import StoreView
 
 _DELETED = object()
+#: Overlay keys are indexed under their first this many "/"-ended prefixes: the scans of commands are of
+#: a kind ("q/", "res/") or of one rollout's entities ("a/<rollout>/"); a deeper prefix is filtered for.
+INDEXED_DEPTH = 2
+#: Overlays smaller than this are filtered, not indexed: a command's own context holds a handful of keys, a
+#: commit batch's root (every change of the batch) hundreds.
+INDEX_FROM = 64
 
 
 class Readable(Protocol):
@@ -41,10 +47,10 @@ class DecisionContext:
         self.now = now
         self.producer_id = producer_id
         self.overlay: dict[str, Any] = {}
-        #: The overlay's keys under each of their "/"-ended prefixes: a scan of this context reads only its own
-        #: keys under the prefix, not the whole overlay (a commit batch's root holds every change of the batch,
+        #: The overlay's keys under their "/"-ended prefixes (`INDEXED_DEPTH`): a scan of this context reads only
+        #: its own keys under the prefix, not the whole overlay (a commit batch's root holds every change of the batch,
         #: and every scan of a command goes through the roots of the batches still in flight).
-        self._under: dict[str, set[str]] = {}
+        self._under: dict[str, set[str]] | None = None
         self.events: list[NewEvent] = []
 
     # -- reads ---------------------------------------------------------------------------------
@@ -58,21 +64,32 @@ class DecisionContext:
         """Ordered scan of the view merged with the overlay (overlay wins, deletions hidden)."""
         mine = sorted((k, self.overlay[k]) for k in self._keys_under(prefix))
         theirs = ((k, v) for k, v in self.view.scan(prefix) if k not in self.overlay)
-        for key, value in heapq.merge(mine, theirs, key=lambda kv: kv[0]):
+        for key, value in heapq.merge(mine, theirs, key=lambda kv: kv[0]) if mine else theirs:
             if value is not _DELETED:
                 yield key, value
 
     def _keys_under(self, prefix: str) -> Iterable[str]:
-        if prefix.endswith("/"):
-            return self._under.get(prefix, ())
-        return [k for k in self.overlay if k.startswith(prefix)]
+        if prefix.count("/") > INDEXED_DEPTH or not prefix.endswith("/") or (
+                self._under is None and len(self.overlay) < INDEX_FROM):
+            return [k for k in self.overlay if k.startswith(prefix)]
+        if self._under is None:
+            self._under = {}
+            for key in self.overlay:
+                self._index(key)
+        return self._under.get(prefix, ())
+
+    def _index(self, key: str) -> None:
+        assert self._under is not None
+        end = 0
+        for _ in range(INDEXED_DEPTH):
+            end = key.find("/", end) + 1
+            if not end:
+                return
+            self._under.setdefault(key[:end], set()).add(key)
 
     def _put(self, key: str, value: Any) -> None:
-        if key not in self.overlay:
-            slash = key.find("/")
-            while slash != -1:
-                self._under.setdefault(key[:slash + 1], set()).add(key)
-                slash = key.find("/", slash + 1)
+        if self._under is not None and key not in self.overlay:
+            self._index(key)
         self.overlay[key] = value
 
     def tick(self) -> float:

@@ -10,7 +10,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.typed import SpanAdded, WorkerHeartbeat
 from agl_events.reducers import keys
 from agl_events.store.commands.spans import add_spans
-from agl_events.store.context import DecisionContext
+from agl_events.store.context import INDEX_FROM, DecisionContext
 from agl_events.tracer.kafka import span_event
 from tests.store import make_span
 
@@ -42,3 +42,29 @@ def test_the_store_and_the_tracer_write_the_same_span_record() -> None:
     assert stored.record["span"] == traced.record["span"] == SpanAdded.of(span).to_record()["span"]
     assert stored.key == traced.key == "ro-1"
     assert stored.record["span"]["attributes"] == {"values": {"ids": [1, 2]}}  # tuples become lists for Avro
+
+
+def test_a_scan_through_large_overlays_sees_what_a_filter_of_every_level_sees() -> None:
+    """Overlays of INDEX_FROM keys and more are scanned through an index of their prefixes: the same entries, in
+    the same order, as a filter, at every depth of prefix, the overlay's entries over the view's."""
+    view = _View({"a/ro-1/0000000001": "view-1", "a/ro-1/0000000009": "view-9", "a/ro-10/0000000001": "other",
+                  "s/ro-1/0001/at-1/sp-1": "view-span"})
+    root = DecisionContext(view, now=1.0, producer_id="store-1")
+    for i in range(INDEX_FROM):
+        child = root.child(1.0)
+        child.emit(WorkerHeartbeat(worker_id=f"w-{i}"))
+        root.absorb(child)
+    child = root.child(1.0)
+    child.overlay.update({"a/ro-1/0000000002": "batch-2", "s/ro-1/0002/at-1/sp-2": "batch-span"})
+    root.absorb(child)
+    root.scan("a/")  # the root builds its index here; what it absorbs afterwards is indexed as it comes
+    later = root.child(1.0)
+    later.overlay.update({"a/ro-1/0000000003": "batch-3", "a/ro-1/0000000009": "batch-9"})
+    root.absorb(later)
+    command = root.child(1.0)
+    assert [v for _, v in command.scan(keys.attempts_of("ro-1"))] == ["view-1", "batch-2", "batch-3", "batch-9"]
+    assert [v for _, v in command.scan("s/ro-1/")] == ["view-span", "batch-span"]
+    assert [v for _, v in command.scan("s/ro-1/0002/")] == ["batch-span"]
+    assert [k for k, _ in command.scan("a/ro-1")] == ["a/ro-1/0000000001", "a/ro-1/0000000002",
+                                                      "a/ro-1/0000000003", "a/ro-1/0000000009", "a/ro-10/0000000001"]
+    assert len(list(command.scan(keys.WORKERS))) == INDEX_FROM
