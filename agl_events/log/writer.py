@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, Message
 
@@ -20,6 +20,8 @@ from agl_events.log.sink import AppendError
 from agl_events.topics import topic_name
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class EventWriter:
@@ -94,20 +96,14 @@ class EventWriter:
         If librdkafka refuses an event at once, its error is raised here; the events queued before it may
         still land, and nobody waits for their acknowledgements."""
         loop = asyncio.get_running_loop()
-
-        def deliver(future: asyncio.Future[LoggedEvent], result: LoggedEvent | AppendError) -> None:
-            loop.call_soon_threadsafe(_settle, future, result)
-
-        futures: list[asyncio.Future[LoggedEvent]] = []
-        for encoded in events:
-            future: asyncio.Future[LoggedEvent] = loop.create_future()
+        acks = _Acks(loop, len(events))
+        for index, encoded in enumerate(events):
             try:
-                self._produce(encoded, self._resolver(encoded, deliver, future))
+                self._produce(encoded, self._resolver(encoded, acks.deliver, index))
             except BaseException:
-                abandon(futures)
+                abandon([acks.done])
                 raise
-            futures.append(future)
-        return asyncio.gather(*futures)
+        return acks.done
 
     def append_sync(self, events: Sequence[NewEvent], timeout: float = 30.0) -> list[LoggedEvent]:
         """Blocking form of `append`, for scripts and the CLI."""
@@ -158,6 +154,36 @@ class EventWriter:
         self._producer.close()
 
 
+class _Acks:
+    """One append's acknowledgements, gathered on the delivery thread: the loop is woken once per append (when
+    the last one comes, or at the first error), not once per event. A wake-up is a self-pipe write and a turn
+    of the loop; an append carries a commit batch's events, about ten per rollout."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
+        self.done: asyncio.Future[list[LoggedEvent]] = loop.create_future()
+        self._loop = loop
+        self._logged: list[LoggedEvent | None] = [None] * count
+        self._missing = count
+        self._settled = False
+        #: Deliveries come on the poll thread, and on the caller's while a full queue makes it poll.
+        self._lock = threading.Lock()
+        if not count:
+            self.done.set_result([])
+
+    def deliver(self, index: int, result: LoggedEvent | AppendError) -> None:
+        with self._lock:
+            if self._settled:
+                return
+            if isinstance(result, LoggedEvent):
+                self._logged[index] = result
+                self._missing -= 1
+                if self._missing:
+                    return
+            self._settled = True
+        outcome = result if isinstance(result, AppendError) else [e for e in self._logged if e is not None]
+        self._loop.call_soon_threadsafe(_settle, self.done, outcome)
+
+
 def abandon(futures: Iterable[asyncio.Future[Any]]) -> None:
     """Nobody will await these: mark their errors retrieved when they come, so asyncio logs none of them."""
     for future in futures:
@@ -169,7 +195,7 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _settle(future: asyncio.Future[LoggedEvent], result: LoggedEvent | AppendError) -> None:
+def _settle(future: asyncio.Future[T], result: T | AppendError) -> None:
     if future.done():
         return
     if isinstance(result, BaseException):
