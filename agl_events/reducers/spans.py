@@ -25,8 +25,8 @@ def _add(view: Pending, span: SpanKeys, stored: Any) -> None:
     seen = keys.span_seen(rid, aid, sid)
     if view.get(seen) is not None:  # (rollout, attempt, span id) is the primary key: first write wins
         return
-    key = keys.span(rid, seq, aid, sid)
-    view.create(key, stored, "spans")
+    key = keys.span(rid, seq, aid, sid)  # absent too: it names the span id `seen` indexes
+    view.create_new(key, stored, "spans")
     view.put(seen, key)
     view.chmax(keys.span_counter(rid), seq)
 
