@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from agl_events.events.codec import AvroCodec
 from agl_events.log.encoding import encode_event
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, Position
-from agl_events.log.sink import AppendError
+from agl_events.log.sink import AppendError, Delivered
 from agl_events.topics import Topic
 
 
@@ -54,10 +54,11 @@ class InMemoryLog:
         done.set_result(self._append(events))
         return done
 
-    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
-        """Append now; `on_delivery` hears of each event as logged (decoded from its bytes) before this returns."""
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[Delivered | AppendError], None]) -> None:
+        """Append now (decoded from its bytes, as Kafka's readers would); `on_delivery` hears where each event was
+        logged before this returns."""
         for logged in self._append(events):
-            on_delivery(logged)
+            on_delivery(Delivered(logged.partition, logged.offset))
 
     def flush(self, timeout: float = 30.0) -> None:
         """Nothing to send: appends are complete when they return."""

@@ -5,7 +5,7 @@ both, so the store's committer, the tracer and the LLM proxy's recorder run, and
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from agl_events.events.codec import AvroCodec
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
@@ -13,6 +13,14 @@ from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
 
 class AppendError(RuntimeError):
     """The log refused or lost an append; nothing was acknowledged for that event."""
+
+
+class Delivered(NamedTuple):
+    """Where an event `EventSink.send` queued was logged: all its sender learns of it (the tracer keeps, per
+    attempt, the offset past its last span), for the cost of a tuple on the delivery thread, per span."""
+
+    partition: int
+    offset: int
 
 
 class EventLog(Protocol):
@@ -46,9 +54,9 @@ class EventSink(EventLog, Protocol):
         itself (the tracer's spans) puts this codec's frame before it (`AvroCodec.header`)."""
         ...
 
-    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[Delivered | AppendError], None]) -> None:
         """Queue `events` (each encoded by `encode`, or written in `codec`'s frame and checked by
-        `log.encoding.checked`) and return; `on_delivery` hears of each once logged (with its offset) or lost (an
+        `log.encoding.checked`) and return; `on_delivery` hears of each once logged (where) or lost (an
         AppendError), on any thread. Raises for an event the log refuses at once (those before it may still be
         logged)."""
         ...

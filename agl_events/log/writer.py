@@ -16,7 +16,7 @@ from agl_events.log.backpressure import Backpressure
 from agl_events.log.clients import make_producer
 from agl_events.log.encoding import encode_event
 from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
-from agl_events.log.sink import AppendError
+from agl_events.log.sink import AppendError, Delivered
 from agl_events.topics import topic_name
 
 log = logging.getLogger(__name__)
@@ -76,17 +76,16 @@ class EventWriter:
         self._producer.produce(topic, value=value, key=key, headers=list(headers.items()))
         self.raw_produced += 1
 
-    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[Delivered | AppendError], None]) -> None:
         """Fire-and-forget append for high-volume streams (spans): returns once the events are queued.
 
         librdkafka batches them (linger) instead of one round trip per event. `on_delivery` runs on the
-        poll thread with the event as logged (its offset) once Kafka acknowledged it, or with the error
+        poll thread with where the event was logged once Kafka acknowledged it, or with the error
         once it gave up; the caller keeps its own account and waits for it (e.g. KafkaTracer.flush).
         Events come encoded (`encode`): the tracer writes its spans' bytes itself (`tracer.span_bytes`).
         """
         for encoded in events:
-            self._produce(encoded, self._resolver(encoded, lambda callback, result: callback(result),
-                                                  on_delivery))
+            self._produce(encoded, _reporter(encoded.new, on_delivery))
 
     def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
         """Queue the events now, in order, and return a future of them with their offsets, resolved once
@@ -182,6 +181,18 @@ class _Acks:
             self._settled = True
         outcome = result if isinstance(result, AppendError) else [e for e in self._logged if e is not None]
         self._loop.call_soon_threadsafe(_settle, self.done, outcome)
+
+
+def _reporter(new: NewEvent, on_delivery: Callable[[Delivered | AppendError], None]
+              ) -> Callable[[KafkaError | None, Message | None], None]:
+    """The delivery callback of one sent event: no logged event built for it (a span's sender wants its offset)."""
+    def report(err: KafkaError | None, msg: Message | None) -> None:
+        if err is not None or msg is None:
+            on_delivery(AppendError(f"append of {new.kind} for {new.key} failed: {err}"))
+        else:
+            on_delivery(Delivered(msg.partition() or 0, msg.offset() or 0))
+
+    return report
 
 
 def abandon(futures: Iterable[asyncio.Future[Any]]) -> None:

@@ -19,6 +19,7 @@ each reward to the LLM calls before it by sequence id alone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -38,8 +39,8 @@ from agl_events.events.kinds import Kind
 from agl_events.events.typed import Span as SpanRecord
 from agl_events.events.typed import SpanAdded, span_model
 from agl_events.log.encoding import checked
-from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, event, new_event_id
-from agl_events.log.sink import AppendError, EventSink
+from agl_events.log.records import EncodedEvent, NewEvent, event, new_event_id
+from agl_events.log.sink import AppendError, Delivered, EventSink
 from agl_events.semconv import LightningResourceAttributes
 from agl_events.tracer.convert import otel_span_record
 from agl_events.tracer.span_bytes import AttemptSpans, NotCovered
@@ -276,7 +277,7 @@ class KafkaSpanProcessor(SpanProcessor):
                     self._outstanding += 1
                     self.produced += 1
                 try:
-                    self._writer.send([encoded], lambda result: self._delivered(attempt, result))
+                    self._writer.send([encoded], functools.partial(self._delivered, attempt))
                 except BaseException:
                     with self._acks:
                         attempt.outstanding -= 1
@@ -292,7 +293,7 @@ class KafkaSpanProcessor(SpanProcessor):
             attempt.last_sequence_id = sequence_id
             attempt.spans.append(encoded.value)
 
-    def _delivered(self, attempt: _Attempt, result: LoggedEvent | AppendError) -> None:
+    def _delivered(self, attempt: _Attempt, result: Delivered | AppendError) -> None:
         with self._acks:
             attempt.outstanding -= 1
             self._outstanding -= 1

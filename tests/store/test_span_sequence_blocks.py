@@ -20,8 +20,8 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.typed import span_of
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
-from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent
-from agl_events.log.sink import AppendError
+from agl_events.log.records import EncodedEvent, NewEvent
+from agl_events.log.sink import AppendError, Delivered
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import keys
 from agl_events.store.commands.attempts import update_attempt
@@ -70,7 +70,7 @@ class _HeldSink:
 
     def __init__(self, writer: EventWriter) -> None:
         self.writer = writer
-        self.held: list[tuple[Sequence[EncodedEvent], Callable[[LoggedEvent | AppendError], None]]] = []
+        self.held: list[tuple[Sequence[EncodedEvent], Callable[[Delivered | AppendError], None]]] = []
 
     @property
     def producer_id(self) -> str:
@@ -86,7 +86,7 @@ class _HeldSink:
     def append(self, events: Any) -> Any:
         return self.writer.append(events)
 
-    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[LoggedEvent | AppendError], None]) -> None:
+    def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[Delivered | AppendError], None]) -> None:
         self.held.append((events, on_delivery))
 
     def release(self) -> None:
