@@ -57,8 +57,8 @@ class EventSink(EventLog, Protocol):
     def send(self, events: Sequence[EncodedEvent], on_delivery: Callable[[Delivered | AppendError], None]) -> None:
         """Queue `events` (each encoded by `encode`, or written in `codec`'s frame and checked by
         `log.encoding.checked`) and return; `on_delivery` hears of each once logged (where) or lost (an
-        AppendError), on any thread. Raises for an event the log refuses at once (those before it may still be
-        logged)."""
+        AppendError), on any thread, whether or not anyone calls `flush`. Raises for an event the log refuses at
+        once (those before it may still be logged)."""
         ...
 
     def flush(self, timeout: float = 30.0) -> None:

@@ -42,7 +42,6 @@ from agl_events.log.writer import EventWriter
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
 from agl_events.runner.finishes import FinishBatcher
-from agl_events.runner.lingering import LingeringWriter
 from agl_events.runner.results import record_result
 from agl_events.runner.tasks import Task, TaskQueue
 from agl_events.server.client import StoreClient, StoreUnavailableError
@@ -112,8 +111,8 @@ class Runner:
         """Run until stopped (stop event, SIGTERM or max_rollouts); returns how many rollouts ran."""
         cfg, settings = self.config, self.config.settings
         codec = codec_for(settings.schema_registry_url)
-        writer = LingeringWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
-                                 **{"linger.ms": 50})
+        writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
+                             **{"linger.ms": 50})
         tracer = KafkaTracer(writer)
         if self.owns_process:  # after loading the agent, whose module may have set a provider of its own
             instrument_openai(tracer.become_global() or tracer.provider)
