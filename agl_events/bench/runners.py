@@ -1,6 +1,6 @@
 """Dispatch latency and span throughput of runner processes, for 1, 4 and 16 runners.
 
-    python -m agl_events.bench.runners [--rollouts 200] [--spans 20] [--runners 1 4 16]
+    python -m agl_events.bench.runners [--rollouts 200] [--spans 20] [--runners 1 4 16] [--concurrency 1]
 
 Dispatch latency is enqueue to the runner's claim, both on the store's clock (the rollout's start_time
 and its attempt's start_time): "idle" with one rollout at a time, and under a burst of all rollouts at
@@ -8,9 +8,10 @@ once (then it is mostly time spent waiting in the queue). Span throughput is the
 over the time from its first enqueue to its last finish: a rollout finishes once the store's view holds its
 spans. The store is embedded in this process: its CPU per span over the burst (process time, all threads)
 says what the store costs, which the machine's load moves far less than it moves spans/s. Runners are
-started and warmed up (joined) before measuring. The raw producer rate of the same spans, encoded as the
-runners' tracer encodes them (`bench.raw_limit`), is measured in the same run, first; each row's `of_raw` is
-its spans/s over it.
+started and warmed up (joined) before measuring; each runs `--concurrency` rollouts at once (1, upstream's
+default, leaves a runner idle while it waits on the store and on acknowledgements). The raw producer rate of
+the same spans, encoded as the runners' tracer encodes them (`bench.raw_limit`), is measured in the same run,
+first; each row's `of_raw` is its spans/s over it.
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ async def _run_all(store: KafkaLightningStore, n: int, spans: int) -> list[str]:
     return ids
 
 
-async def measure(settings: Settings, runners: int, rollouts: int, spans: int, profile: Path | None = None
-                  ) -> dict[str, float]:
+async def measure(settings: Settings, runners: int, rollouts: int, spans: int, profile: Path | None = None,
+                  concurrency: int = 1) -> dict[str, float]:
     """One row; with `profile`, py-spy samples this process (the embedded store) and the runners over the burst
     and their top frames are printed."""
     async with embedded_store_server(settings, Path(tempfile.mkdtemp(prefix="agl-bench-"))) as (store, url):
-        pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x"), runners,
+        pool = RunnerPool(RunnerConfig(settings=settings, store_url=url, agent="x", concurrency=concurrency), runners,
                           name=f"bench-{uuid.uuid4().hex[:4]}", agent=span_burst)
         pool.start()
         try:
@@ -91,7 +92,7 @@ async def measure(settings: Settings, runners: int, rollouts: int, spans: int, p
         finally:
             pool.stop(grace=10)
     elapsed = burst_done - started
-    return {"runners": runners, "idle_dispatch_p50_ms": statistics.median(idle),
+    return {"runners": runners, "concurrency": concurrency, "idle_dispatch_p50_ms": statistics.median(idle),
             "idle_dispatch_p99_ms": percentile(idle, 0.99), "dispatch_p50_ms": statistics.median(latencies),
             "dispatch_p99_ms": percentile(latencies, 0.99), "rollouts_per_s": rollouts / elapsed,
             "spans_per_s": span_count / elapsed, "store_cpu_us_per_span": store_cpu / span_count * 1e6,
@@ -104,6 +105,7 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=200)
     parser.add_argument("--spans", type=int, default=20, help="spans per rollout (plus one reward)")
     parser.add_argument("--runners", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--concurrency", type=int, default=1, help="rollouts each runner runs at once")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the store over each burst, files here")
     args = parser.parse_args()
     payloads = encode_span_payloads([{"spans": args.spans}], agent=span_burst)
@@ -113,7 +115,7 @@ def main() -> None:
     rows = []
     for n in args.runners:
         settings = Settings.from_env(experiment=f"bench-runners-{uuid.uuid4().hex[:8]}")
-        row = asyncio.run(measure(settings, n, args.rollouts, args.spans, args.profile))
+        row = asyncio.run(measure(settings, n, args.rollouts, args.spans, args.profile, args.concurrency))
         rows.append({**row, "raw_produce_per_s": raw, "of_raw": row["spans_per_s"] / raw})
     table = Table(title=f"runners · {args.rollouts} rollouts x {args.spans + 1} spans")
     for column in rows[0]:
