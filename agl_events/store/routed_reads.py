@@ -262,9 +262,9 @@ class RoutedReads:
 
     async def _fan_out(self, query: dict[str, Any], count: int) -> list[tuple[list[dict[str, Any]], int]]:
         """Each owner's share of `query` as (its first offset+limit rollouts as JSON, its total); asked again
-        wherever a share's owner changed on the way: a member that refused its share (421) is not asked again
-        before the group lists another owner for it (`Router.moved`), one that could not be reached after a
-        pause, and shares of this store's own partitions moved meanwhile at once."""
+        wherever a share's owner changed on the way: a member that refused its share (421) once the group lists
+        another owner for it, or after a pause while it still lists that member (`Router.moved`), one that could
+        not be reached after a shorter pause, and shares of this store's own partitions moved meanwhile at once."""
         share_limit, share_offset = q.part_window(query["limit"], query["offset"])
         share = {**query, "limit": share_limit, "offset": share_offset}
         deadline = time.monotonic() + ROUTE_WAIT_SECONDS

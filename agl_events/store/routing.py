@@ -27,6 +27,10 @@ T = TypeVar("T")
 ROUTE_WAIT_SECONDS = 60.0
 #: Pause before asking again after an owner could not be reached (it may be dying: the group will say).
 RETRY_SECONDS = 0.25
+#: Pause before asking again an owner that refused (421) while the group still lists it: longer than the group
+#: takes to list another owner (a description asked at once, then every second), short beside a take-over's
+#: catch-up.
+REFUSED_RETRY_SECONDS = 2.0
 
 
 def owned(rids: str | Sequence[str], command: Callable[[DecisionContext], T]) -> Callable[[DecisionContext], T]:
@@ -114,12 +118,17 @@ class Router:
 
     async def moved(self, owner: str, partitions: frozenset[int], deadline: float) -> None:
         """Returns once the group no longer lists `owner` as owning any of `partitions` (which it refused: 421),
-        asking the group again now and each second without news: a map that still lists it is stale, and
-        asking it again would only be refused again. NoOwnerError past `deadline`."""
+        or after `REFUSED_RETRY_SECONDS` while it still does, asking the group again now and each second without
+        news. A map that still lists it is either stale (asking again would only be refused again) or right
+        about a member still catching up the partitions it took over (it refuses until its view has folded
+        them, then answers): only time tells them apart. NoOwnerError past `deadline`."""
         assert self.ownership is not None
         self.refresh()
+        again = time.monotonic() + REFUSED_RETRY_SECONDS
         while any(self.ownership.owner_of(p) == owner for p in partitions):
             await self._changed(deadline, f"partitions {sorted(partitions)}, which {owner} refused", partitions)
+            if time.monotonic() >= again:
+                return
 
     async def run(self, rid: str, here: Callable[[], Awaitable[T]], there: Callable[[str], Awaitable[T]]) -> T:
         """`here()` if this store owns `rid`, else `there(owner_url)`; again wherever ownership moved."""

@@ -1,5 +1,6 @@
 """Queries over all rollouts in a store group, without a broker: each member answers for its share of the
-partitions, and a member that no longer owns its share refuses it (421) until the group names the new owner."""
+partitions, and a member that no longer owns its share refuses it (421) until the group names the new owner; one
+still catching up a share it took over refuses it until it has."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
+from agl_events.store import routed_reads
 from agl_events.store.errors import NotOwnerError
 from agl_events.store.ownership import Ownership
 from agl_events.store.peers import PeerStores
@@ -40,6 +44,26 @@ class Members(PeerStores):
         return {"items": [self.rollout.model_dump(mode="json")], "total": 1}
 
 
+class CatchingUp(Members):
+    """The new owner, listed by the group already, refuses its first share: its view still folds the partition
+    it took over (a member owns a partition only once caught up)."""
+
+    async def call(self, owner: str, method: str, path: str, body: Any = None, *,
+                   partitions: Iterable[int] | None = None) -> Any:
+        if not self.asked:
+            self.asked.append(owner)
+            raise NotOwnerError(f"partitions {sorted(partitions or [])} are not owned here")
+        return await super().call(owner, method, path, body, partitions=partitions)
+
+
+async def _all_rollouts(reads: RoutedReads) -> tuple[list[str], int]:
+    """The rollout ids and total of a query over all rollouts."""
+    page = await reads.query_rollouts(status_in=None, rollout_id_in=None, rollout_id_contains=None,
+                                      filter_logic="and", sort_by=None, sort_order="asc", limit=10, offset=0,
+                                      status=None, rollout_ids=None)
+    return [r.rollout_id for r in page.items], page.total
+
+
 async def test_a_query_refused_by_a_former_owner_asks_it_no_more_and_answers_once_the_group_names_the_new_one(
         ) -> None:
     """The group's next description, a moment after the refusal, still lists the old owner (the coordinator had
@@ -59,10 +83,24 @@ async def test_a_query_refused_by_a_former_owner_asks_it_no_more_and_answers_onc
     members = Members(Rollout(rollout_id="ro-1", input=1, start_time=1.0, status="queuing"))
     reads = RoutedReads(Reads(view), Waits(view, lambda: None), Router(ownership, members, refresh=describe_again))
 
-    page = await reads.query_rollouts(status_in=None, rollout_id_in=None, rollout_id_contains=None,
-                                      filter_logic="and", sort_by=None, sort_order="asc", limit=10, offset=0,
-                                      status=None, rollout_ids=None)
-
-    assert ([r.rollout_id for r in page.items], page.total) == (["ro-1"], 1)
+    assert await _all_rollouts(reads) == (["ro-1"], 1)
     assert members.asked == [OLD_OWNER, NEW_OWNER]
     assert described == [OLD_OWNER, NEW_OWNER]
+
+
+async def test_a_query_refused_by_an_owner_still_catching_up_asks_it_again_and_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group lists the new owner throughout (it is right: no other owner will come); the owner refuses while
+    it catches up, then answers. Asking again only once the group listed another owner waited out the route's
+    whole wait (here shortened) and failed with NoOwnerError."""
+    monkeypatch.setattr(routed_reads, "ROUTE_WAIT_SECONDS", 6.0)
+    ownership = Ownership(partitions=1, own_url=HERE)
+    ownership.learn({0: NEW_OWNER})
+    loop = asyncio.get_running_loop()
+    members = CatchingUp(Rollout(rollout_id="ro-1", input=1, start_time=1.0, status="queuing"))
+    router = Router(ownership, members, refresh=lambda: loop.call_soon(ownership.learn, {0: NEW_OWNER}))
+    view = StoreView(DictKV())
+    reads = RoutedReads(Reads(view), Waits(view, lambda: None), router)
+
+    assert await _all_rollouts(reads) == (["ro-1"], 1)
+    assert members.asked == [NEW_OWNER, NEW_OWNER]
