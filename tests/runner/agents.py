@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 from agl_events import LitAgent, emit_reward, operation, rollout
@@ -31,9 +32,12 @@ class HangOnFirstAttempt(LitAgent[Any]):
 
 
 class SlowOrFast(LitAgent[Any]):
-    """Sleeps when told to, so tests can show a slow rollout does not hold others back."""
+    """Sleeps when told to, so tests can show a slow rollout does not hold others back. With `started` (a path)
+    it first creates that file: the test knows the agent runs, so its runner has the claim's answer."""
 
     def rollout(self, task: Any, resources: Any, rollout: Any) -> float:
+        if "started" in task:
+            Path(task["started"]).touch()
         time.sleep(float(task.get("sleep", 0)))
         return 0.5
 

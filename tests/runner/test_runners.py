@@ -195,10 +195,14 @@ async def test_a_runner_rides_through_a_store_restart_and_reports_its_rollout(se
     pool.start()
     try:
         async with httpx.AsyncClient(base_url=server.base, timeout=30) as http:
-            enqueued = await http.post("/queues/rollouts/enqueue", json={"rollouts": [{"input": {"sleep": 2}}]})
+            started = tmp_path / "agent-started"
+            enqueued = await http.post("/queues/rollouts/enqueue",
+                                       json={"rollouts": [{"input": {"sleep": 2, "started": str(started)}}]})
             rid = enqueued.json()[0]["rollout_id"]
-            await eventually_async(lambda: _rollout(http, rid), "the runner claimed it and the agent sleeps",
-                                   until=lambda rollout: rollout["status"] in ("preparing", "running"))
+            # The agent itself, not the rollout's status: the store shows `running` once it decided the claim,
+            # before its answer reaches the runner, and a store killed in between leaves an attempt no runner
+            # knows of (the watchdog's to retry, past this test's wait; the claim is given back and refused).
+            await eventually_async(started.exists, "the runner got its claim and the agent sleeps")
             server.kill9()
             await asyncio.sleep(4.0)  # longer than the agent's sleep: its end is reported while the store is down
             server.start()
