@@ -72,8 +72,10 @@ def test_topics_get_replication_three_with_two_in_sync_and_existing_ones_are_lef
     assert {found[n] for n in names if n != rollouts} == {Replication(factor=3, min_insync=2)}
 
     create_topics(admin, "chosen", replication=Replication(factor=2, min_insync=1))  # an experiment's override
-    assert set(replication_of(admin, [s.name("chosen") for s in LAYOUT]).values()) == {Replication(factor=2,
-                                                                                                  min_insync=1)}
+    chosen = [s.name("chosen") for s in LAYOUT]
+    found = eventually(lambda: replication_of(admin, chosen), "every chosen topic in the asked broker's metadata",
+                       until=lambda found: set(found) == set(chosen))
+    assert set(found.values()) == {Replication(factor=2, min_insync=1)}
 
     env = {"AGL_HOME": str(cluster.settings.home), "AGL_KAFKA_PORT": str(cluster.settings.local_port),
            "AGL_KAFKA_CONTROLLER_PORT": str(cluster.settings.local_controller_port), "AGL_KAFKA_BOOTSTRAP": None,
