@@ -37,7 +37,7 @@ from rich.table import Table
 
 from agl_events.bench import agl_side
 from agl_events.bench.cpu import CpuMeter
-from agl_events.bench.profile import Profiler, top_frames
+from agl_events.bench.profile import RUNNER_PARTS, STORE_PARTS, Parts, Profiler, cpu_parts, top_frames
 from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
 from agl_events.bench.round_trips import per_rollout, read_requests
 from agl_events.bench.stages import stage_costs
@@ -89,7 +89,8 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
     """Our store (embedded server in this process) and our runner processes, on the workload.
 
     `broker_pid` (the local broker's) adds the broker to the CPU accounting of the measured window;
-    `profile_dir` has py-spy sample the store and the first runner in that window (`bench.profile`).
+    `profile_dir` has py-spy sample the store and every runner in that window (`bench.profile`); the files
+    are in `profile_files` by group (`profile_figures` reads them).
     """
     view_dir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     try:
@@ -106,7 +107,8 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
                 runner_pids = [p.pid for p in pool.processes if p.pid]
                 meter = CpuMeter({"store": [os.getpid()], "runners": runner_pids,
                                   "broker": [broker_pid] if broker_pid else []})
-                profiler = Profiler(profile_dir, {"store": os.getpid(), "runner": runner_pids[0]}) \
+                profiler = Profiler(profile_dir, {"store": os.getpid(),
+                                                  **{f"runner-{i}": pid for i, pid in enumerate(runner_pids)}}) \
                     if profile_dir is not None else None
                 if profiler is not None:
                     profiler.start()
@@ -136,8 +138,31 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
             "cpu_seconds": cpu, "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
             "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN),  # the largest reaped child: a runner
             "http_calls_per_rollout": sum(calls.values()), "http_calls_per_rollout_by_route": calls,
-            **{f"profile_{name}_top": [[f.frame, round(f.self_share, 3), round(f.total_share, 3)]
-                                       for f in top_frames(path)] for name, path in profiles.items()}}
+            "profile_files": {"store": [p for n, p in profiles.items() if n == "store"],
+                              "runners": [p for n, p in profiles.items() if n != "store"]}}
+
+
+def profile_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where each profiled group's CPU per rollout went, over every profiled round: the top frames, and the
+    metered CPU milliseconds per rollout split over the parts of our path (`bench.profile`) by their shares of
+    the samples. Shares, not sample counts: a sample is the GIL holder's stack at an instant of wall time, and
+    on cores shared by more busy processes than they have, a holder waiting for a core is still sampled."""
+    profiled = [r for r in rounds if any(r.get("profile_files", {}).values())]
+    rollouts = sum(r["rollouts"] for r in profiled)
+    figures: dict[str, Any] = {}
+    groups: tuple[tuple[str, Parts], ...] = (("store", STORE_PARTS), ("runners", RUNNER_PARTS))
+    for group, parts in groups:
+        files = [path for r in profiled for path in r["profile_files"][group]]
+        sampled = cpu_parts(files, parts) if files and rollouts else {}
+        if not sampled:
+            continue
+        cpu_ms = sum(r["cpu_seconds"].get(group, 0.0) for r in profiled) / rollouts * 1000
+        total = sum(sampled.values())
+        figures[f"profile_{group}_top"] = [[f.frame, round(f.self_share, 3), round(f.total_share, 3)]
+                                           for f in top_frames(files)]
+        figures[f"profile_{group}_parts_ms"] = {part: round(cpu_ms * seconds / total, 3)
+                                                for part, seconds in sampled.items()}
+    return figures
 
 
 def ensure_agl_venv(path: Path, console: Console) -> Path:
@@ -194,7 +219,6 @@ def summarize(params: WorkloadParams, ours: dict[str, Any], agl: dict[str, Any],
         "http_calls_per_rollout": ours["http_calls_per_rollout"],
         "http_calls_per_rollout_by_route": {k: round(v, 3) for k, v in ours["http_calls_per_rollout_by_route"].items()},
         **cpu_figures(ours["cpu_seconds"], ours["rollouts"]),
-        **{k: v for k, v in ours.items() if k.startswith("profile_")},
     }
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
 
@@ -257,7 +281,12 @@ def render(summary: dict[str, Any], console: Console) -> None:
                 table.add_row(f"{who} peak RSS rebuilding {summary['history_spans']:,} spans",
                               f"{fmt(summary[rss])} MB ({fmt(summary[rate])} spans/s)", "", "")
     console.print(table)
-    for key in (k for k in summary if k.startswith("profile_")):
+    for key in (k for k in summary if k.startswith("profile_") and k.endswith("_parts_ms")):
+        console.print(f"[bold]{key[8:-9]}[/bold], CPU ms per rollout by part (its share of every round's py-spy "
+                      "--gil samples):")
+        for part, ms in summary[key].items():
+            console.print(f"  {ms:6.3f}  {part}")
+    for key in (k for k in summary if k.startswith("profile_") and k.endswith("_top")):
         console.print(f"[bold]{key[8:-4]}[/bold], top frames by self share of samples (total share):")
         for frame, own, total in summary[key]:
             console.print(f"  {own:6.1%} ({total:6.1%})  {frame}")
@@ -266,7 +295,7 @@ def render(summary: dict[str, Any], console: Console) -> None:
 def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, raw_messages: int | None = None,
         console: Console | None = None, profile_dir: Path | None = None, repeat: int = 1) -> dict[str, Any]:
     """The whole comparison; returns the summary (also what the last printed line holds). `profile_dir`:
-    py-spy profiles of our store and a runner (needs `py-spy`, in the test extra), in the first round.
+    py-spy profiles of our store and runners (needs `py-spy`, in the test extra) in every round, summed.
 
     `repeat` rounds alternate the sides (ours, AGL, ours, AGL...), so a machine whose load moves during the
     run weighs on both alike; the summary's figures are the round with the median ratio, `rounds` holds
@@ -281,7 +310,8 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
         ours_settings = settings.model_copy(update={"experiment": experiment, "bootstrap": bootstrap})
         try:
             console.print(f"[bold]1/4[/bold] agl-events: embedded store + runners (round {round_} of {repeat})…")
-            ours = asyncio.run(measure_ours(ours_settings, params, broker_pid, profile_dir if round_ == 1 else None))
+            ours = asyncio.run(measure_ours(ours_settings, params, broker_pid,
+                                            None if profile_dir is None else profile_dir / f"round-{round_}"))
         finally:
             delete_topics(make_admin(bootstrap), f"agl.{experiment}.")
         console.print(f"[bold]2/4[/bold] Agent Lightning 0.3.0: agl store + LitAgentRunner (round {round_})…")
@@ -290,13 +320,13 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
     by_ratio = sorted(range(repeat), key=lambda i: rates[i][0] / rates[i][1])
     median = by_ratio[(repeat - 1) // 2]
     ours, agl = pairs[median]
-    first = pairs[0][0]  # profiled, and its peak RSS readings saw no AGL process (later rounds' would)
-    firsts = {k: v for k, v in first.items() if k.startswith("profile_") or k.endswith("rss_mb_peak")}
+    first = pairs[0][0]  # its peak RSS readings saw no AGL process (later rounds' would)
+    firsts = {k: v for k, v in first.items() if k.endswith("rss_mb_peak")}
     console.print("[bold]3/4[/bold] raw producer limit…")
     payloads = encode_span_payloads(params.tasks())
     raw = raw_produce_per_s(bootstrap, payloads, raw_messages or max(20_000, 4 * len(payloads)))
     console.print("[bold]4/4[/bold] cost of one span per stage…")
-    return {**summarize(params, {**ours, **firsts}, agl, raw),
+    return {**summarize(params, {**ours, **firsts}, agl, raw), **profile_figures([o for o, _ in pairs]),
             "rounds": [[round(o, 1), round(a, 1), round(o / a, 2)] for o, a in rates],
             **{k: round(v, 3) for k, v in stage_costs(params.tasks()).items()}}
 
@@ -309,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
                             help=field.description)
     parser.add_argument("--venv", type=Path, default=None, help="the AGL venv (default: <home>/bench-venv)")
     parser.add_argument("--raw-messages", type=int, default=None)
-    parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of store and a runner here")
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of our store and runners here")
     parser.add_argument("--scale", type=float, default=1.0, help="the preset this many times smaller (rollouts, "
                         "runners, batch size; the rollouts' shape kept); the other flags apply after it")
     parser.add_argument("--repeat", type=int, default=1, help="rounds, alternating our side and AGL's")

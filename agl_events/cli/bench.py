@@ -33,8 +33,8 @@ def bench(
     venv: Annotated[Path | None, typer.Option(help="Agent Lightning's venv (default: <home>/bench-venv).")] = None,
     raw_messages: Annotated[int | None, typer.Option(min=1, help="Records sent by the raw producer loop.")] = None,
     profile: Annotated[Path | None, typer.Option(
-        help="Write py-spy profiles of our store and a runner over the measured window to this folder, and print "
-             "their top frames (py-spy is in the test extra).")] = None,
+        help="Write py-spy profiles of our store and runners over the measured windows to this folder, and print "
+             "their CPU per rollout by part and top frames (py-spy is in the test extra).")] = None,
     scale: Annotated[float, typer.Option(
         min=0.001, help="Run the preset this many times smaller: rollouts, runners and batch size divided, each "
                         "rollout's shape kept (the agl-* presets need it on a small machine); the flags above "
