@@ -45,6 +45,9 @@ class BrokerStatus(BaseModel):
     data_dir: Path
     log_file: Path
     message: str = ""
+    #: Files the running broker holds open, and its limit (None when not running or not readable).
+    open_files: int | None = None
+    open_files_limit: int | None = None
 
 
 @dataclass(frozen=True)

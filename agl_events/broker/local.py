@@ -35,6 +35,7 @@ from agl_events.broker.install import (
 from agl_events.broker.reach import require_reachable
 from agl_events.config import Settings
 from agl_events.log.clients import make_admin
+from agl_events.proc.files import open_files
 from agl_events.proc.locks import file_lock
 from agl_events.proc.logs import follow_file, tail_file
 from agl_events.proc.pids import command_line, process_alive, send_signal, track, wait_for_exit
@@ -223,6 +224,10 @@ class LocalBroker(BrokerHome):
         """A status for `pid` (None: not running), probing readiness unless already known."""
         if ready is None:
             ready = pid is not None and self.is_ready()
+        files = open_files(pid) if pid is not None else None
+        if files is not None and files.near_limit:
+            message = _join(message, f"{files.used:,} of {files.limit:,} open files: at the limit the broker stops; "
+                                     "delete experiments you no longer need (agl-events experiments delete NAME)")
         return BrokerStatus(
             running=pid is not None,
             ready=ready,
@@ -231,6 +236,8 @@ class LocalBroker(BrokerHome):
             data_dir=self.data_dir,
             log_file=self.log_file,
             message=message,
+            open_files=files.used if files is not None else None,
+            open_files_limit=files.limit if files is not None else None,
         )
 
 

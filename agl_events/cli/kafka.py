@@ -82,6 +82,8 @@ def _print_status(status: BrokerStatus) -> None:
     table.add_row("bootstrap", status.bootstrap)
     table.add_row("data", str(status.data_dir))
     table.add_row("log", str(status.log_file))
+    if status.open_files is not None and status.open_files_limit is not None:
+        table.add_row("open files", f"{status.open_files:,} of {status.open_files_limit:,}")
     if status.message not in ("", "running", "not running"):  # those only repeat the state
         table.add_row("note", Text(status.message))
     _console().print(table)

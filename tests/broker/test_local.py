@@ -9,6 +9,7 @@ stop, restart.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -175,6 +176,18 @@ def test_cli_status_and_logs(broker: LocalBroker, started: BrokerStatus, tmp_pat
     running = runner.invoke(app, ["kafka", "status"], env=_cli_env(broker.settings))
     assert running.exit_code == 0, running.output
     assert str(started.pid) in running.output
+    assert "open files" in running.output and "delete experiments" not in running.output
+
+    # Near its open-files limit the broker would soon stop: status says so (the limit lowered for a moment).
+    pid = started.pid or 0
+    limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")) + 20, limits[1]))
+    try:
+        near = runner.invoke(app, ["kafka", "status"], env=_cli_env(broker.settings))
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    assert near.exit_code == 0, near.output
+    assert "delete experiments you no longer need" in " ".join(near.output.split())
 
     stopped = runner.invoke(app, ["kafka", "status"], env=_cli_env(_settings(tmp_path)))
     assert stopped.exit_code == 3, stopped.output
