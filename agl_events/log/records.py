@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,8 +14,30 @@ from agl_events.events.typed import SPAN_FOLD_FIELDS
 from agl_events.topics import Topic
 
 
+class _EventIds:
+    """Event ids: a random prefix drawn once per process (and again in a forked child) and a counter, as 32 hex
+    digits like the uuid4 hex they replace. As unique as uuid4 in practice (64 random bits tell processes apart, the
+    counter the events of one), for a fraction of the CPU: uuid4 reads os.urandom for every id, and a runner writes
+    an event per span (~1.6 against ~0.2 us an id)."""
+
+    def __init__(self) -> None:
+        self.reseed()
+        os.register_at_fork(after_in_child=self.reseed)
+
+    def reseed(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._counter = itertools.count()  # next() is atomic under the GIL: threads never share an id
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._counter):016x}"
+
+
+_EVENT_IDS = _EventIds()
+
+
 def new_event_id() -> str:
-    return uuid.uuid4().hex
+    """A new event id, unique across processes (see `_EventIds`)."""
+    return _EVENT_IDS.next()
 
 
 @dataclass(frozen=True)
