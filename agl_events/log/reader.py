@@ -35,11 +35,15 @@ class EventReader:
 
     def __init__(self, bootstrap: str, experiment: str, codec: AvroCodec, topics: Iterable[Topic],
                  dead_letter: DeadLetter | None = None, *, fold_only: bool = False,
+                 known: Callable[[str, int, int], LoggedEvent | None] | None = None,
                  **consumer_overrides: object) -> None:
         """`fold_only`: what is read is only folded into a view, so spans are read as far as their keys
-        (`decode_record`)."""
+        (`decode_record`). `known(topic, partition, offset)`: the event at that position if the caller holds it
+        decoded already (a store's own appends, `StoreView.own_event`), handed on instead of decoding the record
+        again; called on the polling thread."""
         self.codec = codec
         self._fold_only = fold_only
+        self._known = known
         self.experiment = experiment
         self.topics = [topic_name(experiment, t) for t in topics]
         self._dead_letter = dead_letter
@@ -142,10 +146,15 @@ class EventReader:
                 else:
                     log.warning("consumer error: %s", error)
                 continue
-            raw = raw_of(msg)
-            if raw.position not in self._positions:  # fetched before its partition was removed
+            position, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
+            if position not in self._positions:  # fetched before its partition was removed
                 continue
-            self._positions[raw.position] = raw.offset + 1
+            self._positions[position] = offset + 1
+            known = self._known(*position, offset) if self._known is not None else None
+            if known is not None:
+                out.append(known)
+                continue
+            raw = raw_of(msg)
             try:
                 out.append(decode_record(self.codec, raw, fold_only=self._fold_only))
             except CodecError as exc:

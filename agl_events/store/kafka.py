@@ -121,7 +121,7 @@ class KafkaLightningStore(EventSourcedStore):
         counted = StatusCountingKV(RocksKV(view_dir))
         view = StoreView(counted, on_ignored=dead_letter_ignored_to(writer, codec))
         reader = EventReader(bootstrap, settings.experiment, codec, VIEW_TOPICS,
-                             dead_letter=dead_letter_to(writer), fold_only=True,
+                             dead_letter=dead_letter_to(writer), fold_only=True, known=view.own_event,
                              **{"fetch.wait.max.ms": FETCH_WAIT_MS, "queued.max.messages.kbytes": PREFETCH_KB})
         rollouts_topic = topic_name(settings.experiment, Topic.ROLLOUTS)
         ownership = None if advertise_url is None else Ownership(

@@ -4,29 +4,33 @@ fold that fails stops the store loudly instead of leaving its callers waiting fo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
 from agl_events.events.convert import span_record
 from agl_events.events.kinds import Kind
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.reader import EventReader
-from agl_events.log.records import NewEvent, event
+from agl_events.log.records import LoggedEvent, NewEvent, event
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import REDUCERS
 from agl_events.store import follower
 from agl_events.store.errors import StoreUnhealthyError
+from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.memory import InMemoryLightningStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import RolloutConfig
 from agl_events.views.kv import DictKV
 from agl_events.views.store_view import StoreView
-from tests.eventually import eventually_async
+from tests.eventually import eventually, eventually_async
 from tests.store import make_span
 
 AppendForeign = Callable[[Sequence[NewEvent]], None]
@@ -122,3 +126,53 @@ async def test_the_view_stores_its_position_past_an_undecodable_record(bootstrap
         dead_lettered.append(reader.dead_lettered)
     assert view.positions == ends and list(ends.values()) == [1]
     assert dead_lettered == [1, 0]
+
+
+@pytest.mark.kafka
+def test_the_reader_hands_on_a_known_event_instead_of_decoding_its_record(bootstrap: str, experiment: str) -> None:
+    """A record at a position the caller already holds decoded (a store's own append) is not decoded again: the
+    reader hands on the caller's event; the others are decoded as before."""
+    create_topics(make_admin(bootstrap), experiment)
+    writer = EventWriter(bootstrap, experiment, AvroCodec(), producer_id="store-x")
+    try:
+        first, second = writer.append_sync([event(Kind.WORKER_HEARTBEAT, f"w-{i}", 1.0, "store-x", worker_id=f"w-{i}")
+                                            for i in range(2)])
+    finally:
+        writer.close()
+    held = dataclasses.replace(first, record={"held": True})  # not what decoding the record would give
+    at = (first.topic, first.partition, first.offset)
+    reader = EventReader(bootstrap, experiment, AvroCodec(), [Topic.WORKERS],
+                         known=lambda t, p, o: held if (t, p, o) == at else None)
+    try:
+        reader.assign()
+        got: list[LoggedEvent] = []
+        eventually(lambda: got.extend(reader.poll(10, 0.2)) or len(got) >= 2, "both records read")
+    finally:
+        reader.close()
+    by_offset = {(e.partition, e.offset): e for e in got}
+    assert by_offset[first.partition, first.offset] is held
+    decoded = by_offset[second.partition, second.offset].record
+    assert (decoded["event_id"], decoded["worker_id"]) == (second.record["event_id"], "w-1")
+
+
+@pytest.mark.kafka
+async def test_a_stores_own_events_come_back_whole_to_fold_listeners_and_are_let_go(settings: Settings,
+                                                                                  tmp_path: Path) -> None:
+    """The store's follower hands its own appends on as they were applied, not decoded again: listeners still get
+    each once and whole (the finish announcement with its attempt), and none is held once read back."""
+    store = await KafkaLightningStore.open(settings, view_dir=tmp_path / "view", scan_debounce_seconds=3600)
+    folded: list[LoggedEvent] = []
+    store.add_fold_listener(folded.extend)
+    try:
+        queued = await store.enqueue_rollout({"q": 1})
+        attempted = await store.dequeue_rollout("w1")
+        assert attempted is not None
+        await store.update_attempt(queued.rollout_id, attempted.attempt.attempt_id, status="succeeded")
+        finished = await eventually_async(lambda: [e for e in folded if e.kind == Kind.ROLLOUT_FINISHED],
+                                          "the finish read back")
+        assert [e.record["attempt"]["attempt_id"] for e in finished] == [attempted.attempt.attempt_id]
+        assert [e.record["attempt"]["rollout_id"] for e in folded if e.kind == Kind.ATTEMPT_CREATED] == [
+            queued.rollout_id]
+        assert [e for e in folded if store.view.own_event(e.topic, e.partition, e.offset) is not None] == []
+    finally:
+        await store.close()
