@@ -113,7 +113,9 @@ class Runner:
         codec = codec_for(settings.schema_registry_url)
         writer = EventWriter(settings.bootstrap_servers, settings.experiment, codec, producer_id=cfg.runner_id,
                              **{"linger.ms": 50})
-        tracer = KafkaTracer(writer)
+        running: set[asyncio.Task[None]] = set()
+        # Another rollout running: an attempt's last spans ride the linger with its spans, not a flush of their own.
+        tracer = KafkaTracer(writer, more_coming=lambda: len(running) > 1)
         if self.owns_process:  # after loading the agent, whose module may have set a provider of its own
             instrument_openai(tracer.become_global() or tracer.provider)
         queue = TaskQueue(settings.bootstrap_servers, settings.experiment, codec, cfg.runner_id, cfg.concurrency)
@@ -121,7 +123,6 @@ class Runner:
         client = StoreClient(cfg.store_url, auth_token=settings.store_token)
         finishes = FinishBatcher(client)
         beating = asyncio.create_task(self._heartbeats(client, writer))
-        running: set[asyncio.Task[None]] = set()
         #: Tasks a poll gave beyond the free slots, claimed as slots free. They are few (a poll gives at most
         #: `concurrency`) and short-lived; handing them back instead cost a broker round trip each.
         backlog: list[Task] = []

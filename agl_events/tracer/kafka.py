@@ -119,8 +119,10 @@ class KafkaSpanProcessor(SpanProcessor):
     at a time per context.
     """
 
-    def __init__(self, writer: EventSink) -> None:
+    def __init__(self, writer: EventSink, more_coming: Callable[[], bool] | None = None) -> None:
+        """`more_coming` says whether other spans are about to be written (see `KafkaTracer`)."""
         self._writer = writer
+        self._more_coming = more_coming or (lambda: False)
         self._registry = threading.Lock()  # begin and end; each attempt orders its own spans (`_Attempt.lock`)
         self._current: ContextVar[_Attempt | None] = ContextVar(f"agl_attempt_{id(self)}", default=None)
         self._active: dict[int, _Attempt] = {}  # by id(): attempts between begin and end
@@ -309,12 +311,15 @@ class KafkaSpanProcessor(SpanProcessor):
         failures are reported once."""
         attempt = attempt or self._known()
         deadline = time.monotonic() + timeout
-        if attempt is None or not self._active:
-            # Nothing else traced now: send at once rather than after the linger. While other attempts run, a
-            # flush would send their spans early too (librdkafka drops the linger for all it holds while any flush
-            # runs): a runner's 16 slots end attempts so often that one was nearly always flushing, and spans left
-            # a few at a time (medium: the runners' librdkafka thread 2.7-5.7 ms of CPU per rollout, not 0.05).
-            # Their acknowledgements come within the linger without it.
+        if attempt is None or not (self._active or self._more_coming()):
+            # Nothing else traced now or about to be: send at once rather than after the linger. While other attempts
+            # run, a flush would send their spans early too (librdkafka drops the linger for all it holds while any
+            # flush runs): a runner's 16 slots end attempts so often that one was nearly always flushing, and spans
+            # left a few at a time (medium: the runners' librdkafka thread 2.7-5.7 ms of CPU per rollout, not 0.05).
+            # Nor when the caller knows more spans are coming (`more_coming`: a runner's other rollouts): attempts of
+            # a CPU-bound sync agent on 16 threads rarely overlap (one runs whole within the thread's turn at the
+            # GIL), so "no other attempt traced" held at nearly every end and each flushed. Their acknowledgements
+            # come within the linger without it.
             self._writer.flush(timeout)
         with self._acks:
             while (attempt.outstanding if attempt is not None else self._outstanding) > 0:
@@ -410,7 +415,9 @@ class TraceContext:
 class KafkaTracer:
     """An OpenTelemetry TracerProvider whose spans go to the experiment's span topic.
 
-    `writer` is shared (one idempotent producer per process) and stays owned by the caller.
+    `writer` is shared (one idempotent producer per process) and stays owned by the caller. `more_coming` (a
+    runner's: other rollouts of its are running) says that other spans will soon be written: an attempt ending
+    then leaves its spans to the producer's linger instead of sending them at once (`KafkaSpanProcessor.flush`).
     `install_global=True` calls `become_global` (and raises when it cannot), so spans of third-party
     instrumentation (OpenAI, LangChain, ...) and of `opentelemetry.trace.get_tracer(...)` report into the
     rollout; emitters find the provider either way. Runner processes do it (`Runner`); a library must not
@@ -418,10 +425,10 @@ class KafkaTracer:
     """
 
     def __init__(self, writer: EventSink, *, resource: Resource | None = None, install_global: bool = False,
-                 flush_timeout: float = 30.0) -> None:
+                 flush_timeout: float = 30.0, more_coming: Callable[[], bool] | None = None) -> None:
         self.writer = writer
         self.flush_timeout = flush_timeout
-        self.processor = KafkaSpanProcessor(writer)
+        self.processor = KafkaSpanProcessor(writer, more_coming)
         self._activations = 0  # trace contexts open now; the provider is the emitters' while any is
         self._previous: trace.TracerProvider | None = None
         self._activation = threading.Lock()

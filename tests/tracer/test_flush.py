@@ -1,6 +1,7 @@
-"""When an attempt ends, the tracer sends its spans at once only if no other attempt is being traced: a flush sends
-everything the producer holds early, so with several attempts running (a runner's slots) it would break up the
-batches the linger makes, and their acknowledgements come within the linger anyway."""
+"""When an attempt ends, the tracer sends its spans at once only if no other attempt is being traced or about to write
+spans (`more_coming`): a flush sends everything the producer holds early, so with several attempts running (a
+runner's slots) it would break up the batches the linger makes, and their acknowledgements come within the linger
+anyway."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ def test_an_attempt_ending_beside_another_leaves_sending_to_the_linger_and_the_l
     assert [(e.key, e.record["span"]["sequence_id"]) for e in log.topics[Topic.SPANS.value]] == [("ro-1", 1),
                                                                                                ("ro-2", 1)]
     assert first.spans_through() == {0: 1} and second.spans_through() == {0: 2}
+
+
+def test_an_attempt_ending_alone_while_more_spans_are_coming_leaves_sending_to_the_linger() -> None:
+    """A runner's CPU-bound sync agents on 16 threads rarely overlap (one runs whole within its thread's turn at the
+    GIL): each attempt ended alone and flushed, and spans left a few at a time. The runner says more are coming."""
+    log = _CountingLog()
+    others = [True]
+    tracer = KafkaTracer(log, more_coming=lambda: others[0])
+    for n in (1, 2):
+        with tracer.trace_context(f"ro-{n}", f"at-{n}"):
+            tracer.get_tracer().start_span("work").end()
+    assert log.flushes == 0
+    others[0] = False  # the runner's last rollout: its spans go now
+    with tracer.trace_context("ro-3", "at-3") as traced:
+        traced.get_tracer().start_span("work").end()
+    assert log.flushes == 1
+    assert [e.key for e in log.topics[Topic.SPANS.value]] == ["ro-1", "ro-2", "ro-3"]
