@@ -61,10 +61,17 @@ def _long(n: int) -> bytes:
     return bytes(out)
 
 
+#: The varint of every length below `_TABLED`: most attribute values are text of 64 bytes or more, past `_SMALL`, and
+#: `_long`'s loop for them cost more than writing the text (with the string values written inline in `_attributes`,
+#: a medium workload span's attributes 8.0-8.5 -> 4.6-5.3 us, its whole event 20.6-22.5 -> 17.4-17.9 us).
+_TABLED = 4096
+_LENGTHS = [_long(n) for n in range(_TABLED)]
+
+
 def _string(out: list[bytes], text: str) -> None:
     data = text.encode()
     size = len(data)
-    out.append(_SMALL[size << 1] if size < 64 else _long(size))
+    out.append(_LENGTHS[size] if size < _TABLED else _long(size))
     out.append(data)
 
 
@@ -93,8 +100,16 @@ def _attributes(out: list[bytes], attributes: Mapping[str, Any] | None) -> None:
         return
     out.append(_long(len(attributes)))
     for key, value in attributes.items():
-        _string(out, key)
+        data = key.encode()
+        size = len(data)
         kind = type(value)
+        if kind is str:  # most values: written here, not through two calls each (`_string`, `_scalar`)
+            text = value.encode()
+            length = len(text)
+            out += (_LENGTHS[size] if size < _TABLED else _long(size), data,
+                    _STRING, _LENGTHS[length] if length < _TABLED else _long(length), text)
+            continue
+        out += (_LENGTHS[size] if size < _TABLED else _long(size), data)
         if kind is tuple or kind is list:
             out.append(_ARRAY)
             if value:

@@ -46,6 +46,16 @@ def test_every_span_is_written_as_fastavro_writes_its_record(otel: list[Readable
         assert writer.event(span, sequence_id, "e" * 32, time) == _record_path(span, sequence_id, "e" * 32, time)
 
 
+@pytest.mark.parametrize("size", [0, 63, 64, 127, 128, 4095, 4096, 20_000])
+def test_text_of_every_length_class_is_written_as_fastavro_writes_it(size: int) -> None:
+    """Lengths come from a table below 4,096 bytes and are computed past it; keys, values and list items alike,
+    multi-byte characters counted in bytes."""
+    text = ("é" * size)[: size // 2] + "x" * (size - 2 * (size // 2))  # `size` bytes of UTF-8
+    span = _span_with(**{text or "k": text, "k" * size or "k2": (text, "ok")})
+    writer = AttemptSpans(CODEC.header(Kind.SPAN_ADDED), "ro-1", "at-1", "tracer-1")
+    assert writer.event(span, 1, "e" * 32, 1.0) == _record_path(span, 1, "e" * 32, 1.0)
+
+
 class Level(enum.IntEnum):
     HIGH = 2
 
