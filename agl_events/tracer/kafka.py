@@ -27,7 +27,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -47,6 +47,8 @@ from agl_events.tracer.span_bytes import AttemptSpans, NotCovered
 from agl_events.types import Span
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 #: The most ids an attempt reserves in one call once its claim's block ran out (blocks double up to it): ids left
@@ -88,6 +90,8 @@ class _Attempt:
     #: and encoding made them queue on it (a blocked acquire gives the GIL away and back). Reentrant: a blocking
     #: reservation inside it may end a span of its own (an instrumented HTTP client).
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    #: The writer's callback for each of its spans (`KafkaSpanProcessor._delivered` bound to it), made once.
+    delivered: Callable[[Delivered | AppendError], None] = field(init=False, repr=False)
 
     def take_sequence_id(self) -> int:
         """The next id: local, or the store's (never below the local one, whose spans the store may not
@@ -145,6 +149,7 @@ class KafkaSpanProcessor(SpanProcessor):
                                             self._writer.producer_id), reserve, reserved,
                                0 if reserved is None else reserved.last - first_sequence_id + 1,
                                first_sequence_id - 1)
+            attempt.delivered = functools.partial(self._delivered, attempt)
             self._active[id(attempt)] = attempt
             self._last = attempt
             self._current.set(attempt)
@@ -213,7 +218,8 @@ class KafkaSpanProcessor(SpanProcessor):
         ctx = span.get_span_context()
         if ctx is None or not ctx.trace_flags.sampled:
             return
-        if self._attempt() is None:
+        attempt = self._attempt()
+        if attempt is None:
             if self._active:
                 log.warning("span %s ended outside the context of any of the %d attempts being traced; not "
                             "recorded", span.name, len(self._active))
@@ -221,7 +227,7 @@ class KafkaSpanProcessor(SpanProcessor):
                 log.debug("span %s ended outside a trace_context; not recorded", span.name)
             return
         try:
-            self.submit_otel(span)
+            self._queue(attempt, self._otel_event, span)
         except Exception as exc:  # already recorded as a failure
             log.debug("span %s not queued: %s", span.name, exc)
 
@@ -239,16 +245,22 @@ class KafkaSpanProcessor(SpanProcessor):
     def submit_otel(self, span: ReadableSpan) -> None:
         """Queue a finished OpenTelemetry span with the next sequence id, its event's bytes written straight from
         it (`tracer.span_bytes`). Raises (and records the failure for flush) when it cannot even be queued."""
-        self._queue(lambda attempt, sequence_id: self._otel_event(attempt, span, sequence_id))
+        self._queue(self._current_attempt(), self._otel_event, span)
 
     def submit(self, build: Callable[[str, str, int], SpanRecord]) -> None:
         """Queue a span given as its record, `build(rollout_id, attempt_id, sequence_id)` stamping it with the next
         sequence id (a span model an agent returned: `runner.results`). Raises like `submit_otel`."""
-        def encoded(attempt: _Attempt, sequence_id: int) -> EncodedEvent:
+        def encoded(attempt: _Attempt, _: None, sequence_id: int) -> EncodedEvent:
             new = record_event(build(attempt.rollout_id, attempt.attempt_id, sequence_id), self._writer.producer_id)
             return EncodedEvent(new, self._writer.encode(new))
 
-        self._queue(encoded)
+        self._queue(self._current_attempt(), encoded, None)
+
+    def _current_attempt(self) -> _Attempt:
+        attempt = self._attempt()
+        if attempt is None:
+            raise RuntimeError("no active trace_context: spans need a rollout and attempt")
+        return attempt
 
     def _otel_event(self, attempt: _Attempt, src: ReadableSpan, sequence_id: int) -> EncodedEvent:
         """The SpanAdded of `src`: written by the attempt's encoder, or from its record where that does not cover it.
@@ -264,22 +276,20 @@ class KafkaSpanProcessor(SpanProcessor):
                            "sequence_id": sequence_id}}
         return EncodedEvent(NewEvent(Kind.SPAN_ADDED, attempt.rollout_id, header), value)
 
-    def _queue(self, encode: Callable[[_Attempt, int], EncodedEvent]) -> None:
-        """Take the current attempt's next sequence id, encode the span with it and queue it, as one step per
-        attempt; a failure is recorded for flush and raised."""
-        attempt = self._attempt()
-        if attempt is None:
-            raise RuntimeError("no active trace_context: spans need a rollout and attempt")
+    def _queue(self, attempt: _Attempt, encode: Callable[[_Attempt, T, int], EncodedEvent], span: T) -> None:
+        """Take the attempt's next sequence id, encode `span` with it and queue it, as one step per attempt; a
+        failure is recorded for flush and raised. The encoder and its span come apart, not in a closure: this
+        runs for every span an agent ends."""
         with attempt.lock:
             try:
                 sequence_id = attempt.take_sequence_id()
-                encoded = encode(attempt, sequence_id)
+                encoded = encode(attempt, span, sequence_id)
                 with self._acks:
                     attempt.outstanding += 1
                     self._outstanding += 1
                     self.produced += 1
                 try:
-                    self._writer.send([encoded], functools.partial(self._delivered, attempt))
+                    self._writer.send([encoded], attempt.delivered)
                 except BaseException:
                     with self._acks:
                         attempt.outstanding -= 1
@@ -303,7 +313,8 @@ class KafkaSpanProcessor(SpanProcessor):
                 attempt.failures.append(result)
             elif result.offset >= attempt.through.get(result.partition, 0):
                 attempt.through[result.partition] = result.offset + 1
-            self._acks.notify_all()
+            if not attempt.outstanding or not self._outstanding:  # what `flush` waits for; else nobody can go on
+                self._acks.notify_all()
 
     def flush(self, timeout: float = 30.0, attempt: _Attempt | None = None) -> None:
         """Wait until every span of `attempt` (the current or last one by default) is acknowledged, and every
