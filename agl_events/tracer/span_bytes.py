@@ -131,10 +131,25 @@ def _string_map(out: list[bytes], values: Iterable[tuple[str, str]], count: int)
     out.append(_EMPTY)
 
 
-def _context(out: list[bytes], ctx: SpanContext) -> None:
-    """A `SpanContext` record (`convert.context_record`)."""
-    _string(out, f"{ctx.trace_id:032x}")
-    _string(out, f"{ctx.span_id:016x}")
+def _ids(trace_id: int, span_id: int) -> bytes:
+    """A trace id and a span id as two Avro strings. Ids in their range, i.e. all OpenTelemetry makes, in one
+    format and encode: their hex is then 32 and 16 characters, whose length prefixes are the bytes "@" and " "
+    (zigzag varints of 32 and 16)."""
+    if 0 <= trace_id < _TRACE_IDS and 0 <= span_id < _SPAN_IDS:
+        return f"@{trace_id:032x} {span_id:016x}".encode()
+    out: list[bytes] = []
+    _string(out, f"{trace_id:032x}")
+    _string(out, f"{span_id:016x}")
+    return b"".join(out)
+
+
+_TRACE_IDS, _SPAN_IDS = 1 << 128, 1 << 64
+_NO_IDS = _ids(0, 0)
+
+
+def _context(out: list[bytes], ctx: SpanContext, ids: bytes | None = None) -> None:
+    """A `SpanContext` record (`convert.context_record`); `ids` its `_ids` when the caller has them already."""
+    out.append(ids or _ids(ctx.trace_id, ctx.span_id))
     out.append(_TRUE if ctx.is_remote else _FALSE)
     state = ctx.trace_state
     _string_map(out, state.items() if state else (), len(state) if state else 0)
@@ -203,10 +218,17 @@ class AttemptSpans:
         out.append(self._ids)
         out.append(_long(sequence_id))
         ctx = src.get_span_context()
-        _string(out, f"{ctx.trace_id if ctx is not None else 0:032x}")
-        _string(out, f"{ctx.span_id if ctx is not None else 0:016x}")
+        ids = _ids(ctx.trace_id, ctx.span_id) if ctx is not None else _NO_IDS
+        out.append(ids)
         parent = src.parent
-        _optional_string(out, f"{parent.span_id:016x}" if parent else None)
+        parent_ids = None if parent is None else _ids(parent.trace_id, parent.span_id)
+        if parent_ids is None:
+            out.append(_NULL)
+        elif len(parent_ids) == 50:  # as `_ids` writes ids in range: the span id's string starts at 33
+            out.append(_SECOND)
+            out.append(parent_ids[33:])
+        else:
+            _optional_string(out, f"{parent.span_id:016x}")  # type: ignore[union-attr]
         _string(out, src.name)
         status = src.status
         _string(out, status.status_code.name)
@@ -233,12 +255,16 @@ class AttemptSpans:
         out.append(_EMPTY)
         _time(out, src.start_time)
         _time(out, src.end_time)
-        for context in (ctx, parent):
-            if context is None:
-                out.append(_NULL)
-            else:
-                out.append(_SECOND)
-                _context(out, context)
+        if ctx is None:
+            out.append(_NULL)
+        else:
+            out.append(_SECOND)
+            _context(out, ctx, ids)
+        if parent is None:
+            out.append(_NULL)
+        else:
+            out.append(_SECOND)
+            _context(out, parent, parent_ids)
         out.append(self._resource_bytes(src.resource))
         extra = extra_fields(src, SPAN_OWN_FIELDS)
         _optional_string(out, dumps(extra) if extra else None)

@@ -81,3 +81,15 @@ def test_values_the_writer_does_not_cover_take_the_record_path(value: object) ->
     assert logged.value == _record_path(span, 3, header["event_id"], header["time"])
     assert logged.record["span"]["attributes"]["values"]["value"] == CODEC.decode(
         _record_path(span, 3, "e" * 32, 1.0)).record["span"]["attributes"]["values"]["value"]
+
+
+@pytest.mark.parametrize(("trace_id", "span_id"), [(0, 0), (2**128 - 1, 2**64 - 1), (2**128, 2**64), (-5, -7),
+                                                   (2**130, 3), (3, 2**70)])
+def test_ids_in_and_out_of_range_are_written_as_fastavro_writes_them(trace_id: int, span_id: int) -> None:
+    """Ids in range are written in one piece (their hex has a fixed length); others, which OpenTelemetry does not
+    make, the general way: of the span, of its parent, and of both as context records."""
+    parent = SpanContext(trace_id, span_id, True, TraceFlags(TraceFlags.SAMPLED))
+    span = ReadableSpan(name="ids", context=SpanContext(trace_id, span_id + 1, False, TraceFlags(TraceFlags.SAMPLED)),
+                        parent=parent, resource=Resource({}))
+    writer = AttemptSpans(CODEC.header(Kind.SPAN_ADDED), "ro-1", "at-1", "tracer-1")
+    assert writer.event(span, 1, "e" * 32, 1.0) == _record_path(span, 1, "e" * 32, 1.0)
