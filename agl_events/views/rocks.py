@@ -16,8 +16,6 @@ from agl_events.views.kv import dump_value, load_value
 
 #: RocksDB memtable size per view (see RocksKV).
 WRITE_BUFFER_BYTES = 16 * 1024 * 1024
-#: Values last written that a view keeps in memory for point reads (see RocksKV.get).
-RECENT_ENTRIES = 8192
 
 
 class ViewUnavailableError(OSError):
@@ -31,14 +29,6 @@ class RocksKV:
 
     `read_only` opens an existing view without RocksDB's writer lock, so it can be read while a live store
     writes it: it holds what the folder held when opened (a frozen view), and `write` fails.
-
-    The stored bytes of the last RECENT_ENTRIES keys written (None for a deletion) answer point reads without
-    RocksDB: a store folding a rollout's events reads its rollout, attempt, counters and worker again and again
-    across batches, and in the medium bench 42 of its ~77 reads per rollout are of keys it wrote moments
-    before (a lookup and key encoding, ~1 us each, saved; values are still decoded per read, so every read
-    gets its own copy as the KeyValue contract says). Only writes fill it, never reads, so a read on another
-    thread cannot put back a value a write has just replaced. Spans' bytes are not kept: they are read by
-    scans, never by key, and would crowd out the keys that are.
     """
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -55,13 +45,9 @@ class RocksKV:
             self._db = Rdict(str(path), options, access_type=access)
         except Exception as exc:  # rocksdict raises a bare Exception ("IO error: ... LOCK: ...")
             raise ViewUnavailableError(f"the view in {path} cannot be opened: {exc}") from exc
-        #: Insertion order is write order: a key written again moves to the end, the oldest go first.
-        self._recent: dict[str, bytes | None] = {}
 
     def get(self, key: str) -> Any:
-        raw = self._recent.get(key, _UNKNOWN)
-        if raw is _UNKNOWN:
-            raw = self._db.get(key.encode())
+        raw = self._db.get(key.encode())
         return None if raw is None else load_value(raw)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -82,35 +68,15 @@ class RocksKV:
 
     def write(self, changes: Mapping[str, Any]) -> None:
         batch = WriteBatch(raw_mode=True)
-        written: list[tuple[str, bytes | None]] = []
         for key, value in changes.items():
             if value is None:
                 batch.delete(key.encode())
-                written.append((key, None))
-            elif isinstance(value, bytes):
-                batch.put(key.encode(), dump_value(value))
-                written.append((key, _UNKNOWN))
             else:
-                stored = dump_value(value)
-                batch.put(key.encode(), stored)
-                written.append((key, stored))
+                batch.put(key.encode(), dump_value(value))
         self._db.write(batch)
-        # Only once written: a batch RocksDB refused leaves the recent values as the view still holds them.
-        recent = self._recent
-        for key, stored in written:
-            recent.pop(key, None)
-            if stored is not _UNKNOWN:
-                recent[key] = stored
-        while len(recent) > RECENT_ENTRIES:
-            del recent[next(iter(recent))]
 
     def close(self) -> None:
-        self._recent.clear()
         self._db.close()
-
-
-#: Marks a key whose value the recent entries do not hold (None there means deleted).
-_UNKNOWN: Any = object()
 
 
 def _successor(prefix: bytes) -> bytes | None:

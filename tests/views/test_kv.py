@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agl_events.reducers import keys
 from agl_events.views.kv import KeyValue
-from agl_events.views.rocks import RECENT_ENTRIES, RocksKV
+from agl_events.views.rocks import RocksKV
 
 
 def test_a_missing_key_reads_as_none(kv: KeyValue) -> None:
@@ -78,26 +78,3 @@ def test_a_scan_ends_at_its_prefix_among_deleted_keys_and_multi_byte_last_charac
     assert list(kv.scan("b/0150/")) == [("b/0150/0", 0), ("b/0150/1", 1), ("b/0150/2", 2)]
     assert list(kv.scan("b/0151/")) == [] and list(kv.scan("b/0")) == list(kv.scan("b/0150"))
     assert list(kv.scan("b/é")) == [("b/é", 1), ("b/éa", 2)]
-
-
-def test_rocks_reads_right_past_the_values_it_keeps_in_memory(tmp_path: Path) -> None:
-    """RocksKV answers reads of recently written keys from memory: overwrites, deletions, bytes replacing
-    JSON and back, and keys written long enough ago to be dropped from memory all read as RocksDB holds them,
-    in this instance and after a reopen."""
-    kv = RocksKV(tmp_path / "kv")
-    older = {f"w/{i:05d}": {"n": i} for i in range(RECENT_ENTRIES + 10)}
-    kv.write(older)
-    kv.write({"a": 1, "b": b"raw", "c": {"x": [1]}, "d": "gone"})
-    kv.write({"a": b"now bytes", "b": {"now": "json"}, "d": None})
-    expected = {**older, "a": b"now bytes", "b": {"now": "json"}, "c": {"x": [1]}, "d": None}
-    try:
-        assert {key: kv.get(key) for key in expected} == expected
-        kv.get("c")["x"].append(2)
-        assert kv.get("c") == {"x": [1]}
-    finally:
-        kv.close()
-    again = RocksKV(tmp_path / "kv")
-    try:
-        assert {key: again.get(key) for key in expected} == expected
-    finally:
-        again.close()
