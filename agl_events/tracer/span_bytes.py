@@ -131,15 +131,18 @@ def _string_map(out: list[bytes], values: Iterable[tuple[str, str]], count: int)
     out.append(_EMPTY)
 
 
-def _ids(trace_id: int, span_id: int) -> bytes:
-    """A trace id and a span id as two Avro strings. Ids in their range, i.e. all OpenTelemetry makes, in one
-    format and encode: their hex is then 32 and 16 characters, whose length prefixes are the bytes "@" and " "
-    (zigzag varints of 32 and 16)."""
-    if 0 <= trace_id < _TRACE_IDS and 0 <= span_id < _SPAN_IDS:
-        return f"@{trace_id:032x} {span_id:016x}".encode()
+def _ids(trace_id: int, span_id: int) -> tuple[bytes, bytes]:
+    """A trace id and a span id, each as an Avro string. Ids in their range, i.e. all OpenTelemetry makes, have hex
+    of 32 and 16 characters, whose length prefixes are the constant bytes "@" and " " (zigzag varints of 32 and
+    16): each is one format and encode, no varint to compute."""
+    trace = f"@{trace_id:032x}".encode() if 0 <= trace_id < _TRACE_IDS else _string_bytes(f"{trace_id:032x}")
+    span = f" {span_id:016x}".encode() if 0 <= span_id < _SPAN_IDS else _string_bytes(f"{span_id:016x}")
+    return trace, span
+
+
+def _string_bytes(text: str) -> bytes:
     out: list[bytes] = []
-    _string(out, f"{trace_id:032x}")
-    _string(out, f"{span_id:016x}")
+    _string(out, text)
     return b"".join(out)
 
 
@@ -147,9 +150,9 @@ _TRACE_IDS, _SPAN_IDS = 1 << 128, 1 << 64
 _NO_IDS = _ids(0, 0)
 
 
-def _context(out: list[bytes], ctx: SpanContext, ids: bytes | None = None) -> None:
+def _context(out: list[bytes], ctx: SpanContext, ids: tuple[bytes, bytes] | None = None) -> None:
     """A `SpanContext` record (`convert.context_record`); `ids` its `_ids` when the caller has them already."""
-    out.append(ids or _ids(ctx.trace_id, ctx.span_id))
+    out += ids or _ids(ctx.trace_id, ctx.span_id)
     out.append(_TRUE if ctx.is_remote else _FALSE)
     state = ctx.trace_state
     _string_map(out, state.items() if state else (), len(state) if state else 0)
@@ -219,16 +222,13 @@ class AttemptSpans:
         out.append(_long(sequence_id))
         ctx = src.get_span_context()
         ids = _ids(ctx.trace_id, ctx.span_id) if ctx is not None else _NO_IDS
-        out.append(ids)
+        out += ids
         parent = src.parent
         parent_ids = None if parent is None else _ids(parent.trace_id, parent.span_id)
         if parent_ids is None:
             out.append(_NULL)
-        elif len(parent_ids) == 50:  # as `_ids` writes ids in range: the span id's string starts at 33
-            out.append(_SECOND)
-            out.append(parent_ids[33:])
         else:
-            _optional_string(out, f"{parent.span_id:016x}")  # type: ignore[union-attr]
+            out += (_SECOND, parent_ids[1])  # the parent's span id, as the context record below has it
         _string(out, src.name)
         status = src.status
         _string(out, status.status_code.name)
