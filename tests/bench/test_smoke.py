@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import string
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,6 +19,9 @@ from agl_events.bench.round_trips import metrics_url, per_rollout, requests_by_r
 from agl_events.bench.stages import stage_costs
 from agl_events.bench.workload import OURS_ONLY, PRESETS, WorkloadParams, expected_spans, plan_rollout
 from agl_events.emitter import emit_reward, operation, set_active_provider
+
+#: What a workload string may hold: letters, digits and spaces, as a prompt or a tool argument might.
+ALPHABET = set(string.ascii_letters + string.digits + " ")
 
 
 def _leaf_strings(value: Any) -> list[str]:
@@ -34,7 +38,8 @@ def test_plan_is_deterministic_and_bounded() -> None:
         for rnd in plan["rounds"]:
             assert len(rnd["children"]) == 2
             for attrs in (rnd["attributes"], *rnd["children"]):
-                assert all(isinstance(s, str) and 5 <= len(s) <= 300 for s in _leaf_strings(attrs))
+                assert all(isinstance(s, str) and 5 <= len(s) <= 300 and set(s) <= ALPHABET
+                           for s in _leaf_strings(attrs))
         assert expected_spans(plan) == sum(3 + (r["reward"] is not None) for r in plan["rounds"]) + 2
 
 
