@@ -5,6 +5,8 @@
 
 One invocation runs, in this order (so that each peak-memory reading only sees its own processes; with
 `--repeat N` steps 1 and 2 alternate N times, and memory is read in the first round):
+0. unless `--no-broker-warm-up`, our side on throwaway experiments until the local broker's JIT is warm
+   (`warm_up_broker`);
 1. our side: the embedded store server in this process, R runner processes with the KafkaTracer;
 2. Agent Lightning's side: `agl_side.py` in a separate venv that has only agentlightning 0.3.0
    (created on first use under `.agl/bench-venv`), its in-memory store server and its own runners;
@@ -29,6 +31,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +76,7 @@ def _rss_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024  # Linux: kilobytes
 
 
-async def _run_all(store: KafkaLightningStore, tasks: list[dict[str, Any]], batch_size: int) -> list[str]:
+async def run_all(store: KafkaLightningStore, tasks: list[dict[str, Any]], batch_size: int) -> list[str]:
     ids: list[str] = []
     for i in range(0, len(tasks), batch_size):
         queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=t) for t in tasks[i:i + batch_size]])
@@ -84,14 +88,11 @@ async def _run_all(store: KafkaLightningStore, tasks: list[dict[str, Any]], batc
     return ids
 
 
-async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: int | None = None,
-                       profile_dir: Path | None = None) -> dict[str, Any]:
-    """Our store (embedded server in this process) and our runner processes, on the workload.
-
-    `broker_pid` (the local broker's) adds the broker to the CPU accounting of the measured window;
-    `profile_dir` has py-spy sample the store and every runner in that window (`bench.profile`); the files
-    are in `profile_files` by group (`profile_figures` reads them).
-    """
+@asynccontextmanager
+async def our_side(settings: Settings, params: WorkloadParams
+                   ) -> AsyncIterator[tuple[KafkaLightningStore, str, RunnerPool]]:
+    """Our store (an embedded server in this process, its view in a temporary folder) and our runner processes,
+    every runner warmed by a rollout or two (short ones) before it is handed over: the store, its URL, the pool."""
     view_dir = Path(tempfile.mkdtemp(prefix="agl-bench-"))
     try:
         async with embedded_store_server(settings, view_dir) as (store, url):
@@ -103,43 +104,74 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
                 slots = params.our_processes() * params.concurrency
                 warm = params.model_copy(update={"rollouts": slots * 2, "max_rounds": 1, "span_sleep": 0.0,
                                                  "seed": 10_000 + params.seed})
-                await _run_all(store, warm.tasks(), params.batch_size)
-                runner_pids = [p.pid for p in pool.processes if p.pid]
-                meter = CpuMeter({"store": [os.getpid()], "runners": runner_pids,
-                                  "broker": [broker_pid] if broker_pid else []})
-                profiler = Profiler(profile_dir, {"store": os.getpid(),
-                                                  **{f"runner-{i}": pid for i, pid in enumerate(runner_pids)}}) \
-                    if profile_dir is not None else None
-                if profiler is not None:
-                    profiler.start()
-                calls_before = await read_requests(url)
-                started = time.time()
-                meter.start()
-                ids = await _run_all(store, params.tasks(), params.batch_size)
-                cpu = meter.stop()
-                calls = per_rollout(calls_before, await read_requests(url), len(ids))
-                profiles = profiler.stop() if profiler is not None else {}
-                seconds = time.time() - started
-                spans, dispatch, finish = 0, [], []
-                for rid in ids:
-                    rollout, attempt = await store.get_rollout_by_id(rid), await store.get_latest_attempt(rid)
-                    if rollout is not None and attempt is not None:
-                        dispatch.append((attempt.start_time - rollout.start_time) * 1000)
-                    if rollout is not None and rollout.end_time is not None:
-                        finish.append((rollout.end_time - rollout.start_time) * 1000)
-                    spans += (await store.query_spans(rid)).total
+                await run_all(store, warm.tasks(), params.batch_size)
+                yield store, url, pool
             finally:
                 pool.stop(grace=10)
     finally:
         shutil.rmtree(view_dir, ignore_errors=True)
+
+
+async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: int | None = None,
+                       profile_dir: Path | None = None) -> dict[str, Any]:
+    """Our side (`our_side`) on the workload.
+
+    `broker_pid` (the local broker's) adds the broker to the CPU accounting of the measured window;
+    `profile_dir` has py-spy sample the store and every runner in that window (`bench.profile`); the files
+    are in `profile_files` by group (`profile_figures` reads them).
+    """
+    async with our_side(settings, params) as (store, url, pool):
+        runner_pids = [p.pid for p in pool.processes if p.pid]
+        meter = CpuMeter({"store": [os.getpid()], "runners": runner_pids,
+                          "broker": [broker_pid] if broker_pid else []})
+        profiler = Profiler(profile_dir, {"store": os.getpid(),
+                                          **{f"runner-{i}": pid for i, pid in enumerate(runner_pids)}}) \
+            if profile_dir is not None else None
+        if profiler is not None:
+            profiler.start()
+        calls_before = await read_requests(url)
+        started = time.time()
+        meter.start()
+        ids = await run_all(store, params.tasks(), params.batch_size)
+        cpu = meter.stop()
+        calls = per_rollout(calls_before, await read_requests(url), len(ids))
+        profiles = profiler.stop() if profiler is not None else {}
+        seconds = time.time() - started
+        spans, dispatch, finish = 0, [], []
+        for rid in ids:
+            rollout, attempt = await store.get_rollout_by_id(rid), await store.get_latest_attempt(rid)
+            if rollout is not None and attempt is not None:
+                dispatch.append((attempt.start_time - rollout.start_time) * 1000)
+            if rollout is not None and rollout.end_time is not None:
+                finish.append((rollout.end_time - rollout.start_time) * 1000)
+            spans += (await store.query_spans(rid)).total
+        runner_rss = [rss for pid in runner_pids if (rss := agl_side.peak_rss_mb(pid)) is not None]
     return {"rollouts": len(ids), "spans": spans, "seconds": seconds,
             "dispatch_p50_ms": percentile(dispatch, 0.5), "dispatch_p99_ms": percentile(dispatch, 0.99),
             "finish_p50_ms": percentile(finish, 0.5), "finish_p99_ms": percentile(finish, 0.99),
             "cpu_seconds": cpu, "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
-            "runner_rss_mb_peak": _rss_mb(resource.RUSAGE_CHILDREN),  # the largest reaped child: a runner
+            "runner_rss_mb_peak": max(runner_rss, default=None),
             "http_calls_per_rollout": sum(calls.values()), "http_calls_per_rollout_by_route": calls,
             "profile_files": {"store": [p for n, p in profiles.items() if n == "store"],
                               "runners": [p for n, p in profiles.items() if n != "store"]}}
+
+
+def warm_up_broker(bootstrap: str, params: WorkloadParams, broker_pid: int, console: Console) -> list[float]:
+    """`bench.broker_warm_up` in a process of its own (why: see there), its rounds shown as they end; the JIT
+    compiler's share of the broker's CPU in each round."""
+    command = [sys.executable, "-m", "agl_events.bench.broker_warm_up", "--bootstrap", bootstrap,
+               "--broker-pid", str(broker_pid), "--params", params.model_dump_json()]
+    shares: list[float] = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            round_ = json.loads(line)
+            shares.append(round_["jit_share"])
+            console.print(f"[bold]0/4[/bold] warming the local broker: round {round_['round']}, "
+                          f"{round_['rollouts']:,} rollouts, {round_['jit_share']:.0%} of its CPU compiling")
+    if child.returncode != 0:
+        raise RuntimeError(f"the broker's warm-up failed (exit status {child.returncode}); see above")
+    return shares
 
 
 def profile_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -272,6 +304,9 @@ def render(summary: dict[str, Any], console: Console) -> None:
     per_rollout = ", ".join(f"{k[19:]} {v:.2f}" for k, v in summary.items() if k.startswith("cpu_ms_per_rollout_"))
     table.add_row("CPU ms per rollout (ours)", per_rollout, "", "")
     table.add_row("cores busy (ours)", f"{summary['cpu_busy_fraction']:.0%}", "", "")
+    if summary.get("broker_warm_up_jit_shares"):
+        table.add_row("local broker's warm-up: JIT share of its CPU by round",
+                      ", ".join(f"{share:.0%}" for share in summary["broker_warm_up_jit_shares"]), "", "")
     stages = ", ".join(f"{k[6:-3]} {v:.0f}" for k, v in summary.items() if k.startswith("stage_") and k.endswith("_us"))
     table.add_row("one span, µs per stage (one core)", stages, "", "")
     if "history_spans" in summary:
@@ -293,9 +328,11 @@ def render(summary: dict[str, Any], console: Console) -> None:
 
 
 def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, raw_messages: int | None = None,
-        console: Console | None = None, profile_dir: Path | None = None, repeat: int = 1) -> dict[str, Any]:
+        console: Console | None = None, profile_dir: Path | None = None, repeat: int = 1,
+        warm_up: bool = True) -> dict[str, Any]:
     """The whole comparison; returns the summary (also what the last printed line holds). `profile_dir`:
     py-spy profiles of our store and runners (needs `py-spy`, in the test extra) in every round, summed.
+    `warm_up`: first warm the local broker's JIT (`warm_up_broker`; a remote cluster is taken as in service).
 
     `repeat` rounds alternate the sides (ours, AGL, ours, AGL...), so a machine whose load moves during the
     run weighs on both alike; the summary's figures are the round with the median ratio, `rounds` holds
@@ -304,6 +341,7 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
     bootstrap = ensure_broker(settings)
     python = ensure_agl_venv(venv or settings.home / "bench-venv", console)
     broker_pid = LocalBroker(settings).status().pid if settings.uses_local_broker else None
+    warming = warm_up_broker(bootstrap, params, broker_pid, console) if warm_up and broker_pid is not None else []
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for round_ in range(1, repeat + 1):
         experiment = f"bench-{uuid.uuid4().hex[:8]}"
@@ -328,6 +366,7 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
     console.print("[bold]4/4[/bold] cost of one span per stage…")
     return {**summarize(params, {**ours, **firsts}, agl, raw), **profile_figures([o for o, _ in pairs]),
             "rounds": [[round(o, 1), round(a, 1), round(o / a, 2)] for o, a in rates],
+            "broker_warm_up_jit_shares": [round(share, 3) for share in warming],
             **{k: round(v, 3) for k, v in stage_costs(params.tasks()).items()}}
 
 
@@ -343,11 +382,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="the preset this many times smaller (rollouts, "
                         "runners, batch size; the rollouts' shape kept); the other flags apply after it")
     parser.add_argument("--repeat", type=int, default=1, help="rounds, alternating our side and AGL's")
+    parser.add_argument("--no-broker-warm-up", action="store_true", help="measure the local broker as it is, even "
+                        "just started (its JIT compiler then takes a large share of its CPU)")
     args = parser.parse_args(argv)
     overrides = {k: getattr(args, k) for k in WorkloadParams.model_fields if getattr(args, k) is not None}
     params = WorkloadParams.model_validate({**PRESETS[args.preset].scaled(args.scale).model_dump(), **overrides})
     summary = run(Settings.from_env(), params, args.venv, args.raw_messages, profile_dir=args.profile,
-                  repeat=args.repeat)
+                  repeat=args.repeat, warm_up=not args.no_broker_warm_up)
     render(summary, Console(width=max(Console().width, 110)))
     print(json.dumps(summary), flush=True)
 

@@ -8,19 +8,47 @@ from /proc (Linux); elsewhere the meter reports nothing rather than guessing.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """user + system CPU seconds of `pid` so far (None if it is gone or /proc is missing)."""
+#: The JVM's JIT compiler threads ("C1 CompilerThread0", "C2 CompilerThread1"; /proc shows 15 characters of a name).
+JIT_THREADS = re.compile(r"C\d CompilerThre")
+
+
+def _stat_seconds(stat: Path) -> float | None:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat.read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime: fields 14 and 15 of stat(5)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """user + system CPU seconds of `pid` so far (None if it is gone or /proc is missing)."""
+    return _stat_seconds(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu_seconds(pid: int, name: re.Pattern[str]) -> float | None:
+    """user + system CPU seconds so far of `pid`'s threads whose name (/proc's `comm`) matches `name` (None if the
+    process is gone or /proc is missing): how a process's CPU splits between its own kinds of threads, such as a
+    JVM's JIT compiler (`JIT_THREADS`) and its work. Only live threads count: an ended one took its seconds along."""
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    return sum(_named_thread_seconds(thread, name) for thread in threads)
+
+
+def _named_thread_seconds(thread: Path, name: re.Pattern[str]) -> float:
+    try:
+        named = name.match((thread / "comm").read_text()) is not None
+    except OSError:  # it ended meanwhile
+        return 0.0
+    return (_stat_seconds(thread / "stat") or 0.0) if named else 0.0
 
 
 class CpuMeter:

@@ -42,6 +42,10 @@ def bench(
     repeat: Annotated[int, typer.Option(
         min=1, help="Rounds of the two sides, alternated (ours, AGL, ours, AGL...); the figures are the round "
                     "with the median ratio, every round's rates are printed too.")] = 1,
+    broker_warm_up: Annotated[bool, typer.Option(
+        help="First run our side on throwaway experiments until the local broker's JIT compiler takes under 10% of "
+             "its CPU (up to 8 rounds of 2,000 rollouts): a broker just started spends up to a third of its CPU "
+             "compiling, which a broker in service does not.")] = True,
     history_spans: Annotated[int, typer.Option(
         min=0, help="Also measure the store's peak RSS while it rebuilds its view from a history of this many "
                     "spans (1000000 for the reference figure: several minutes).")] = 0,
@@ -58,7 +62,7 @@ def bench(
     from agl_events.bench import history  # the benchmark's side (servers, agentlightning): imported only to run
     from agl_events.bench.compare import render, run
 
-    summary = run(cfg, params, venv, raw_messages, profile_dir=profile, repeat=repeat)
+    summary = run(cfg, params, venv, raw_messages, profile_dir=profile, repeat=repeat, warm_up=broker_warm_up)
     if history_spans:
         Console(stderr=True).print(f"[bold]history[/bold]: rebuilding a store from {history_spans:,} spans…")
         summary.update({k: round(v, 3) for k, v in history.measure(cfg, history_spans).items()})

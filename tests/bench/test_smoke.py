@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import string
+import threading
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -13,8 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agl_events.bench.agl_side import random_attributes, run_plan
+from agl_events.bench.broker_warm_up import compiling_share
 from agl_events.bench.compare import REQUIRED_KEYS, summarize
-from agl_events.bench.cpu import CpuMeter, process_cpu_seconds
+from agl_events.bench.cpu import JIT_THREADS, CpuMeter, process_cpu_seconds, thread_cpu_seconds
 from agl_events.bench.round_trips import metrics_url, per_rollout, requests_by_route
 from agl_events.bench.stages import stage_costs
 from agl_events.bench.workload import OURS_ONLY, PRESETS, WorkloadParams, expected_spans, plan_rollout
@@ -149,3 +153,24 @@ def test_cpu_meter_counts_this_process_and_skips_missing_ones() -> None:
         sum(range(10_000))
     used = meter.stop()
     assert used["me"] >= 0.049 and "gone" not in used and used["wall"] > 0
+
+
+def test_thread_cpu_seconds_counts_only_the_threads_named() -> None:
+    named = re.compile(re.escape(Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip()))
+    start, process_start = thread_cpu_seconds(os.getpid(), named), process_cpu_seconds(os.getpid())
+    assert start is not None and process_start is not None
+    while (process_cpu_seconds(os.getpid()) or 0.0) < process_start + 0.05:  # burn 50 ms in this thread
+        sum(range(10_000))
+    assert (thread_cpu_seconds(os.getpid(), named) or 0.0) >= start + 0.03
+    assert thread_cpu_seconds(os.getpid(), re.compile("no thread is called this")) == 0.0
+    assert thread_cpu_seconds(2**22 + 12345, JIT_THREADS) is None  # above pid_max: never a process
+
+
+def test_jit_threads_are_the_jvms_compilers_as_proc_names_them() -> None:
+    assert JIT_THREADS.match("C2 CompilerThre") and JIT_THREADS.match("C1 CompilerThre")
+    assert not JIT_THREADS.match("data-plane-kafk") and not JIT_THREADS.match("GC Thread#0")
+
+
+def test_compiling_share_of_a_stretch() -> None:
+    assert compiling_share(0.33, 1.0) == 0.33
+    assert compiling_share(0.0, 0.0) == 0.0  # an idle stretch is not a cold broker
