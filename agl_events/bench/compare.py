@@ -358,7 +358,7 @@ def run(settings: Settings, params: WorkloadParams, venv: Path | None = None, ra
     by_ratio = sorted(range(repeat), key=lambda i: rates[i][0] / rates[i][1])
     median = by_ratio[(repeat - 1) // 2]
     ours, agl = pairs[median]
-    first = pairs[0][0]  # its peak RSS readings saw no AGL process (later rounds' would)
+    first = pairs[0][0]  # the store's peak RSS is this process's, which later rounds could only raise
     firsts = {k: v for k, v in first.items() if k.endswith("rss_mb_peak")}
     console.print("[bold]3/4[/bold] raw producer limit…")
     payloads = encode_span_payloads(params.tasks())

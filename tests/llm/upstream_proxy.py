@@ -45,17 +45,20 @@ async def run(job: dict[str, Any]) -> list[dict[str, Any]]:
                                          model=request["body"]["model"]).endpoint
                 answer = await http.post(f"{base}/{request['path']}", json=request["body"])
                 results.append({"status": answer.status_code, "text": answer.text,
-                                "spans": await call_spans(store, rollout.rollout_id)})
+                                "spans": await call_spans(store, rollout.rollout_id, request["path"])})
     finally:
         await proxy.stop()
     return results
 
 
-async def call_spans(store: Any, rollout_id: str) -> list[dict[str, Any]]:
-    """The call's spans once the proxy's exporter handed them over (on its own thread, after answering)."""
+async def call_spans(store: Any, rollout_id: str, path: str) -> list[dict[str, Any]]:
+    """The call's spans once the proxy's exporter handed them all over (on its own thread, after answering, and
+    not always in one batch: a streamed chat call's raw span once came after its litellm_request span). LiteLLM's
+    OpenTelemetry makes a raw span for chat calls only, none for text completions."""
+    wanted = set(CALL_SPANS) if path == "chat/completions" else {"litellm_request"}
     spans = await eventually_async(
-        lambda: call_spans_now(store, rollout_id), f"upstream's litellm_request span of {rollout_id}",
-        within=SPANS_TIMEOUT, until=lambda found: any(s.name == "litellm_request" for s in found))
+        lambda: call_spans_now(store, rollout_id), f"upstream's {' and '.join(sorted(wanted))} spans of {rollout_id}",
+        within=SPANS_TIMEOUT, until=lambda found: wanted <= {s.name for s in found})
     return [s.model_dump(mode="json") for s in spans]
 
 
