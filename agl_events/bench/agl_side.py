@@ -140,9 +140,8 @@ def _wait_port(port: int, server: subprocess.Popen[bytes], timeout: float) -> No
     raise RuntimeError(f"agl store did not listen on port {port} within {timeout}s")
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """VmHWM of a live process (Linux): a server is not our child in the rusage sense until it exits, and a
-    process's own reading is not mixed with others' (our side's runners: `compare.measure_ours`)."""
+def _peak_rss_mb(pid: int) -> float | None:
+    """VmHWM of a live process (Linux): the server is not our child in the rusage sense until it exits."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -234,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         for process in runners:
             process.start()
         result = asyncio.run(_drive(url, args))
-        result["store_rss_mb_peak"] = peak_rss_mb(server.pid)
+        result["store_rss_mb_peak"] = _peak_rss_mb(server.pid)
     finally:
         stop.set()
         for process in runners:

@@ -41,6 +41,7 @@ from rich.table import Table
 
 from agl_events.bench import agl_side
 from agl_events.bench.cpu import CpuMeter
+from agl_events.bench.history import memory_mb
 from agl_events.bench.profile import RUNNER_PARTS, STORE_PARTS, Parts, Profiler, cpu_parts, top_frames
 from agl_events.bench.raw_limit import encode_span_payloads, raw_produce_per_s
 from agl_events.bench.round_trips import per_rollout, read_requests
@@ -145,12 +146,12 @@ async def measure_ours(settings: Settings, params: WorkloadParams, broker_pid: i
             if rollout is not None and rollout.end_time is not None:
                 finish.append((rollout.end_time - rollout.start_time) * 1000)
             spans += (await store.query_spans(rid)).total
-        runner_rss = [rss for pid in runner_pids if (rss := agl_side.peak_rss_mb(pid)) is not None]
+        runner_rss = max((memory_mb(pid) for pid in runner_pids), default=None)  # each its own, no other's
     return {"rollouts": len(ids), "spans": spans, "seconds": seconds,
             "dispatch_p50_ms": percentile(dispatch, 0.5), "dispatch_p99_ms": percentile(dispatch, 0.99),
             "finish_p50_ms": percentile(finish, 0.5), "finish_p99_ms": percentile(finish, 0.99),
             "cpu_seconds": cpu, "store_rss_mb_peak": _rss_mb(resource.RUSAGE_SELF),
-            "runner_rss_mb_peak": max(runner_rss, default=None),
+            "runner_rss_mb_peak": runner_rss,
             "http_calls_per_rollout": sum(calls.values()), "http_calls_per_rollout_by_route": calls,
             "profile_files": {"store": [p for n, p in profiles.items() if n == "store"],
                               "runners": [p for n, p in profiles.items() if n != "store"]}}

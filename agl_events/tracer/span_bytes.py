@@ -255,16 +255,12 @@ class AttemptSpans:
         out.append(_EMPTY)
         _time(out, src.start_time)
         _time(out, src.end_time)
-        if ctx is None:
-            out.append(_NULL)
-        else:
-            out.append(_SECOND)
-            _context(out, ctx, ids)
-        if parent is None:
-            out.append(_NULL)
-        else:
-            out.append(_SECOND)
-            _context(out, parent, parent_ids)
+        for context, context_ids in ((ctx, ids), (parent, parent_ids)):
+            if context is None:
+                out.append(_NULL)
+            else:
+                out.append(_SECOND)
+                _context(out, context, context_ids)
         out.append(self._resource_bytes(src.resource))
         extra = extra_fields(src, SPAN_OWN_FIELDS)
         _optional_string(out, dumps(extra) if extra else None)
