@@ -44,8 +44,8 @@ def bench(
                     "with the median ratio, every round's rates are printed too.")] = 1,
     broker_warm_up: Annotated[bool, typer.Option(
         help="First run our side on throwaway experiments until the local broker's JIT compiler takes under 10% of "
-             "its CPU (up to 8 rounds of 2,000 rollouts): a broker just started spends up to a third of its CPU "
-             "compiling, which a broker in service does not.")] = True,
+             "its CPU in two rounds in a row (up to 8 rounds of 2,000 rollouts): a broker just started spends up to "
+             "a third of its CPU compiling, which a broker in service does not.")] = True,
     history_spans: Annotated[int, typer.Option(
         min=0, help="Also measure the store's peak RSS while it rebuilds its view from a history of this many "
                     "spans (1000000 for the reference figure: several minutes).")] = 0,

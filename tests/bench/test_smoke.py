@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agl_events.bench.agl_side import random_attributes, run_plan
-from agl_events.bench.broker_warm_up import compiling_share
+from agl_events.bench.broker_warm_up import compiling_share, is_warm
 from agl_events.bench.compare import REQUIRED_KEYS, summarize
 from agl_events.bench.cpu import JIT_THREADS, CpuMeter, process_cpu_seconds, thread_cpu_seconds
 from agl_events.bench.round_trips import metrics_url, per_rollout, requests_by_route
@@ -174,3 +174,10 @@ def test_jit_threads_are_the_jvms_compilers_as_proc_names_them() -> None:
 def test_compiling_share_of_a_stretch() -> None:
     assert compiling_share(0.33, 1.0) == 0.33
     assert compiling_share(0.0, 0.0) == 0.0  # an idle stretch is not a cold broker
+
+
+def test_a_broker_is_warm_after_two_quiet_rounds_in_a_row() -> None:
+    assert not is_warm([]) and not is_warm([0.05])
+    assert not is_warm([0.49, 0.33, 0.09])  # one quiet round after loud ones: a lull between bursts
+    assert not is_warm([0.09, 0.34])
+    assert is_warm([0.54, 0.09, 0.08]) and is_warm([0.0, 0.0])
