@@ -20,6 +20,7 @@ from fastapi import Depends, FastAPI, Path, Request
 from agl_events.algorithm.metrics import TrainerMetrics
 from agl_events.server.auth import AuthMiddleware, AuthTokens
 from agl_events.server.errors import StoreErrorMiddleware
+from agl_events.server.experiment_prefix import ExperimentPrefixMiddleware
 from agl_events.server.experiments import EXPERIMENT_PREFIX, ExperimentStores, StoreFactory
 from agl_events.server.forwarded import ForwardedMiddleware
 from agl_events.server.limits import MAX_BODY_BYTES, BodyLimitMiddleware
@@ -78,18 +79,22 @@ def create_app(
         # Root routes have no {experiment} path parameter: they address the default experiment.
         return await experiments.get(request.path_params.get("experiment"))
 
-    # Declared as a path parameter so the OpenAPI document describes it; an illegal name is a 404 (not a 422).
-    async def valid_experiment(experiment: Annotated[str, Path(description=EXPERIMENT_DESCRIPTION)]) -> None:
-        experiments.resolve_name(experiment)
+    # The prefixed routes' path parameter, for the OpenAPI document: requests under the prefix reach the root
+    # routes (see below), and `ExperimentPrefixMiddleware` answers an illegal name with a 404 (not a 422).
+    async def experiment_parameter(experiment: Annotated[str, Path(description=EXPERIMENT_DESCRIPTION)]) -> None:
+        return None
 
     async def store_failure(request: Request) -> str | None:
         return experiments.failure_of(request.path_params.get("experiment"))
 
     agl = create_agl_router(experiment_store, store_failure)
     otlp = create_otlp_router(experiment_store)
+    # Each router at the root and under the experiment prefix, so the OpenAPI document has both. A request under
+    # the prefix reaches the root routes (`ExperimentPrefixMiddleware` moves the prefix into `root_path`, as a
+    # `Mount` does), so FastAPI tries it against one copy of the routes, not the root ones first and then these.
     for router in (agl, otlp, create_ui_router(experiments, figures)):
         app.include_router(router)
-        app.include_router(router, prefix=EXPERIMENT_PREFIX, dependencies=[Depends(valid_experiment)])
+        app.include_router(router, prefix=EXPERIMENT_PREFIX, dependencies=[Depends(experiment_parameter)])
     app.include_router(create_metrics_router(metrics))
 
     @app.get("/health")
@@ -98,7 +103,8 @@ def create_app(
         return {"status": "ok"}
 
     # Last added is outermost: metrics see the status the error middleware produced.
-    app.add_middleware(ForwardedMiddleware)  # innermost: the store sees it while deciding
+    app.add_middleware(ExperimentPrefixMiddleware)  # innermost: routing only
+    app.add_middleware(ForwardedMiddleware)  # the store sees it while deciding
     app.add_middleware(StoreErrorMiddleware)
     if auth is not None and auth.enabled:  # inside metrics, so refused requests are counted too
         app.add_middleware(AuthMiddleware, tokens=auth, default_experiment=experiments.default)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from agl_events.server.errors import ERROR_RESPONSES
@@ -383,7 +384,19 @@ def create_agl_router(get_store: StoreDependency, get_failure: FailureDependency
         done = await store.wait_for_rollouts(rollout_ids=request.rollout_ids, timeout=request.timeout)
         return respond(list(done), list[Rollout])
 
+    router.routes.sort(key=lambda route: not isinstance(route, APIRoute) or
+                       (next(iter(route.methods)), route.path.removeprefix(AGL_PREFIX)) not in _HOT)
     return router
+
+
+#: Routes called per span or per rollout (our runners and LLM proxy, upstream's runners), tried first: FastAPI
+#: tries a request against the routes one by one (several µs each), and these come late in the declared order,
+#: which follows upstream's server (`/spans/next` was the 34th). With `ExperimentPrefixMiddleware`, a
+#: `/spans/next` request through the whole app on an in-memory store went from 490-590 to 370-420 µs. Their
+#: paths have no parameters, so moving them ahead shadows no other route (tests/server/test_routes.py).
+_HOT = frozenset((route.method, route.path) for route in (
+    routes.NEXT_SEQUENCE_ID, routes.CLAIMS, routes.FINISH_ATTEMPTS, routes.ADD_SPAN, routes.DEQUEUE, routes.ENQUEUE,
+    routes.WAIT_ROLLOUTS))
 
 
 __all__ = ["AGL_PREFIX", "StoreDependency", "create_agl_router", "fixed_store"]
