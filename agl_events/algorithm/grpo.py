@@ -59,6 +59,7 @@ from agl_events.algorithm.grpo_update import PolicyUpdate, Tokens
 from agl_events.algorithm.in_flight import InFlight
 from agl_events.config import Settings
 from agl_events.llm.proxy import LLMProxy
+from agl_events.llm.serving import LaunchMode
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
 from agl_events.policy.tokenizer import make_tokenizer
@@ -109,7 +110,8 @@ class GRPO:
                  max_staleness: int = 0, eval_every: int = 10, policy: PolicyConfig | None = None,
                  model: str = "policy", batch_timeout: float = 300.0, seed: int = 0,
                  on_step: Callable[[int, float], None] | None = None,
-                 on_eval: Callable[[Evaluation], None] | None = None) -> None:
+                 on_eval: Callable[[Evaluation], None] | None = None,
+                 proxy_launch_mode: LaunchMode = "mp") -> None:
         """`entropy_coef` weighs an entropy bonus in the loss (0: plain GRPO). `max_staleness` bounds how many
         versions behind a trained group may be (0: synchronous, see the module's docstring), `is_cap` truncates
         the importance weights that correct for it (`grpo_math.IS_CAP`). `seed` fixes the initial weights:
@@ -117,7 +119,9 @@ class GRPO:
         `fork_rng`, so the caller's random state is untouched); a `policy` config that sets another seed
         explicitly is refused rather than silently overridden. `on_step(steps_done, mean_train_reward)` runs
         after each step is published, `on_eval` after each held-out evaluation: for progress displays (the
-        demo's), on the trainer's event loop."""
+        demo's), on the trainer's event loop. `proxy_launch_mode` is where the LLM proxy runs (`LLMProxy`): "mp",
+        a process of its own, since this one also serves the store and the policy and is a step's bound with
+        the proxy on a thread of it; "thread" starts seconds sooner, for runs of a few small steps."""
         if policy is not None and "seed" in policy.model_fields_set and policy.seed != seed:
             raise ValueError(f"GRPO seed={seed} but its policy config sets seed={policy.seed}: give it once")
         self.steps, self.prompts_per_step, self.group_size = steps, prompts_per_step, group_size
@@ -128,6 +132,7 @@ class GRPO:
         self.policy_config = (policy or PolicyConfig(vocab_size=len(self.tokenizer))).model_copy(update={"seed": seed})
         self.model, self.batch_timeout = model, batch_timeout
         self.on_step, self.on_eval = on_step, on_eval
+        self.proxy_launch_mode: LaunchMode = proxy_launch_mode
         self.history: list[Evaluation] = []
         #: Per step: the mean training reward of its batch.
         self.train_rewards: list[float] = []
@@ -161,7 +166,8 @@ class GRPO:
             server = stack.enter_context(PolicyServer(self.tokenizer, model=self.model))
             models = [{"model_name": self.model,
                        "litellm_params": {"model": f"hosted_vllm/{self.model}", "api_base": server.url}}]
-            proxy = stack.enter_context(LLMProxy(models, ctx.store_url, settings))
+            proxy = stack.enter_context(LLMProxy(models, ctx.store_url, settings,
+                                                 launch_mode=self.proxy_launch_mode))
             published = await self._publish(ctx, proxy, server, uri, done + 1)
             for step in range(done, self.steps + 1):
                 if val and (step in (done, self.steps) or step % self.eval_every == 0):

@@ -1,25 +1,21 @@
-"""`LLMProxy`: upstream's LLM proxy in-process, serving on its own thread and event loop.
+"""`LLMProxy`: upstream's LLM proxy, serving on a thread of its own or in a process of its own.
 
-Its own loop keeps it independent of the caller: a sync trainer, a test or an algorithm with a loop of
-its own all start and stop it the same way, and a slow agent on the caller's loop never delays a call.
-`as_resource` gives what runners hand agents: a `ProxyLLM` (the runner resolves it per rollout) or the
-`LLM` of one rollout attempt, as upstream's `LLMProxy.as_resource` does.
+Either way it has its own event loop, which keeps it independent of the caller: a sync trainer, a test or an
+algorithm with a loop of its own all start and stop it the same way, and a slow agent on the caller's loop
+never delays a call. `launch_mode` says which (`serving.py`): "thread" (the default: starts at once) or "mp",
+Agent Lightning's default, for a process that is busy with other work, as a trainer is. `as_resource` gives
+what runners hand agents: a `ProxyLLM` (the runner resolves it per rollout) or the `LLM` of one rollout
+attempt, as upstream's `LLMProxy.as_resource` does.
 """
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
-import time
 from typing import Any
 
-import uvicorn
-
 from agl_events.config import Settings
-from agl_events.llm.app import create_proxy_app
 from agl_events.llm.model_list import ModelConfig
 from agl_events.llm.routing import ModelRouter
+from agl_events.llm.serving import SERVINGS, LaunchMode, ProxySpec, Serving, listening_socket
 from agl_events.types import LLM, ProxyLLM, proxy_base_url
 
 
@@ -32,7 +28,9 @@ class LLMProxy:
 
     def __init__(self, model_list: list[ModelConfig] | list[dict[str, Any]], store_url: str,
                  settings: Settings | None = None, *, host: str = "127.0.0.1", port: int | None = None,
-                 request_timeout: float = 600.0) -> None:
+                 request_timeout: float = 600.0, launch_mode: LaunchMode = "thread") -> None:
+        if launch_mode not in SERVINGS:
+            raise ValueError(f"unknown launch mode {launch_mode!r}: one of {', '.join(SERVINGS)}")
         self.model_list = [ModelConfig.model_validate(m) for m in model_list]
         self.router = ModelRouter(self.model_list)  # refuses a bad model list here, not on the first call
         self.store_url = store_url
@@ -40,9 +38,8 @@ class LLMProxy:
         self.host = host
         self.port = port
         self.request_timeout = request_timeout
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
+        self.launch_mode: LaunchMode = launch_mode
+        self._serving: Serving | None = None
 
     @property
     def url(self) -> str:
@@ -52,40 +49,23 @@ class LLMProxy:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> LLMProxy:
-        """Serve on a background thread; returns once the proxy accepts requests."""
-        if self._server is not None:
+        """Start serving; returns once the proxy accepts requests."""
+        if self._serving is not None:
             raise RuntimeError("the proxy is already running")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY from asyncio
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port or 0))
+        spec = ProxySpec(self.model_list, self.store_url, self.settings, self.request_timeout)
+        sock = listening_socket(self.host, self.port)
         self.port = sock.getsockname()[1]
-        app = create_proxy_app(self.router, self.store_url, self.settings, request_timeout=self.request_timeout)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30))
-        thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), name="llm-proxy",
-                                  daemon=True)
-        self._server, self._thread, self._sock = server, thread, sock
-        thread.start()
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the LLM proxy did not start (see the log for why)")
-            time.sleep(0.01)
+        self._serving = SERVINGS[self.launch_mode](spec, sock)
         return self
 
     def stop(self) -> None:
         """Stop serving: calls in flight finish (their spans written), then the producer is flushed."""
-        if self._server is None:
-            return
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        if self._sock is not None:
-            self._sock.close()
-        self._server = self._thread = self._sock = None
+        if self._serving is not None:
+            self._serving.stop()
+            self._serving = None
 
     def is_running(self) -> bool:
-        return self._server is not None and self._server.started and not self._server.should_exit
+        return self._serving is not None and self._serving.running()
 
     def __enter__(self) -> LLMProxy:
         return self.start()

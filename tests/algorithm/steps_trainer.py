@@ -15,9 +15,10 @@ STEPS, PROMPTS, GROUP = 4, 2, 2
 
 
 def grpo() -> GRPO:
-    """The recipe, the same for the live trainer and the test's retrain."""
+    """The recipe, the same for the live trainer and the test's retrain. The proxy on a thread: a process of
+    its own takes seconds to start, more than these steps of 4 rollouts take, and the trainer starts 3 times."""
     return GRPO(steps=STEPS, prompts_per_step=PROMPTS, group_size=GROUP, max_staleness=1, eval_every=STEPS,
-                batch_timeout=120.0)
+                batch_timeout=120.0, proxy_launch_mode="thread")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ STEPS = 30
 
 def test_pipelined_grpo_learns_and_accounts_for_every_group(settings: Settings, tmp_path: Path) -> None:
     grpo = GRPO(steps=STEPS, prompts_per_step=8, group_size=8, lr=5e-3, eval_every=STEPS, max_staleness=1)
-    trainer = Trainer(grpo, n_runners=2, adapter={"llm_call_match": "litellm_request"},
+    trainer = Trainer(grpo, n_runners=2, runner_concurrency=8, adapter={"llm_call_match": "litellm_request"},
                       settings=settings.model_copy(update={"home": tmp_path}), view_dir=tmp_path / "view",
                       progress=False)
     results = trainer.fit(reverse_agent, reverse_tasks(64, seed=1), val_dataset=reverse_tasks(32, seed=2))

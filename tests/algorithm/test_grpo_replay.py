@@ -25,7 +25,8 @@ STEPS = 3
 
 def _grpo() -> GRPO:
     """The recipe, the same for the live run and every retrain."""
-    return GRPO(steps=STEPS, prompts_per_step=2, group_size=4, lr=5e-3, eval_every=STEPS, seed=0)
+    return GRPO(steps=STEPS, prompts_per_step=2, group_size=4, lr=5e-3, eval_every=STEPS, seed=0,
+                proxy_launch_mode="thread")  # a proxy process starts slower than these small steps take
 
 
 def _same(a: Policy, b: Policy) -> bool:

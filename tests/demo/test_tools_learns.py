@@ -30,7 +30,7 @@ def test_the_tools_task_learns_through_two_calls_a_rollout(settings: Settings, t
     task = TASKS["tools"]
     grpo = GRPO(steps=STEPS, prompts_per_step=8, group_size=8, lr=5e-3, epochs=4, entropy_coef=task.entropy_coef,
                 eval_every=STEPS)
-    trainer = Trainer(grpo, n_runners=2, adapter=dict(task.adapter), settings=settings.model_copy(
+    trainer = Trainer(grpo, n_runners=2, runner_concurrency=8, adapter=dict(task.adapter), settings=settings.model_copy(
         update={"home": tmp_path}), view_dir=tmp_path / "view", progress=False)
     val = task.make_tasks(32, 2, ())
     results = trainer.fit(task.agent, task.make_tasks(64, 1, val), val_dataset=val)
