@@ -166,8 +166,10 @@ class GRPO:
             server = stack.enter_context(PolicyServer(self.tokenizer, model=self.model))
             models = [{"model_name": self.model,
                        "litellm_params": {"model": f"hosted_vllm/{self.model}", "api_base": server.url}}]
-            proxy = stack.enter_context(LLMProxy(models, ctx.store_url, settings,
-                                                 launch_mode=self.proxy_launch_mode))
+            # started and stopped off the loop, which serves the store: a proxy process takes seconds to start
+            proxy = LLMProxy(models, ctx.store_url, settings, launch_mode=self.proxy_launch_mode)
+            await asyncio.to_thread(proxy.start)
+            stack.push_async_callback(asyncio.to_thread, proxy.stop)
             published = await self._publish(ctx, proxy, server, uri, done + 1)
             for step in range(done, self.steps + 1):
                 if val and (step in (done, self.steps) or step % self.eval_every == 0):

@@ -34,7 +34,9 @@ def demo(ctx: typer.Context,
          steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps of 8 prompts x 8 samples (default: the "
                                                                  "task's, 90 for reverse, 150 for tools).")] = None,
          rollouts: Annotated[int, typer.Option(min=1, help="Rollouts to enqueue (baseline).")] = 200,
-         runners: Annotated[int, typer.Option(min=1, help="Runner processes.")] = 4) -> None:
+         runners: Annotated[int, typer.Option(min=1, help="Runner processes.")] = 4,
+         concurrency: Annotated[int, typer.Option(min=1, help="Rollouts each runner runs at once (grpo): its agent "
+                                                              "mostly waits on the policy.")] = 8) -> None:
     """Train an agent end to end through Kafka, then rebuild the view from the log and compare it."""
     if task not in TASKS:  # before a broker is started for it
         raise typer.BadParameter(f"no task {task!r}: one of {', '.join(TASKS)}", param_hint="--task")
@@ -49,12 +51,13 @@ def demo(ctx: typer.Context,
         print_report(report, cfg, console)
         same = report.live_counts == report.rebuilt_counts
     else:
-        same = _learn(cfg, task, steps, runners, console)
+        same = _learn(cfg, task, steps, runners, concurrency, console)
     if not same:
         raise typer.Exit(1)
 
 
-def _learn(cfg: Settings, task_name: str, steps: int | None, runners: int, console: Console) -> bool:
+def _learn(cfg: Settings, task_name: str, steps: int | None, runners: int, concurrency: int, console: Console
+           ) -> bool:
     task = TASKS[task_name]
     steps = steps or task.steps
     try:  # torch is the `training` extra: imported only when this job runs, so the CLI starts without it
@@ -78,8 +81,8 @@ def _learn(cfg: Settings, task_name: str, steps: int | None, runners: int, conso
         def on_step(done: int, reward: float) -> None:
             progress.update(bar, completed=done, description=f"GRPO steps · batch reward {reward:.2f} · {held_out}")
 
-        report = learn.run_learning_demo(cfg, steps=steps, runners=runners, on_step=on_step, on_eval=on_eval,
-                                         task=task)
+        report = learn.run_learning_demo(cfg, steps=steps, runners=runners, concurrency=concurrency,
+                                         on_step=on_step, on_eval=on_eval, task=task)
     table = Table(title=f"agl-events demo · GRPO · {task.name} · {cfg.experiment}")
     table.add_column("what")
     table.add_column("value", justify="right")

@@ -50,7 +50,8 @@ def demo_experiment(settings: Settings) -> Settings:
     return settings.model_copy(update={"experiment": f"{settings.experiment}-grpo-{time.strftime('%Y%m%d-%H%M%S')}"})
 
 
-def run_learning_demo(settings: Settings, steps: int = 90, runners: int = 4, eval_every: int = 10,
+def run_learning_demo(settings: Settings, steps: int = 90, runners: int = 4, concurrency: int = 8,
+                      eval_every: int = 10,
                       on_step: Callable[[int, float], None] | None = None,
                       on_eval: Callable[[Evaluation], None] | None = None,
                       task: DemoTask = TASKS["reverse"]) -> LearnReport:
@@ -61,7 +62,7 @@ def run_learning_demo(settings: Settings, steps: int = 90, runners: int = 4, eva
                 epochs=task.epochs, entropy_coef=task.entropy_coef, eval_every=eval_every, on_step=on_step,
                 on_eval=on_eval)
     trainer = Trainer(grpo, n_runners=runners, adapter=dict(task.adapter), settings=settings,
-                      view_dir=root / "live", progress=False)
+                      view_dir=root / "live", progress=False, runner_concurrency=concurrency)
     val = task.make_tasks(32, 2, ())
     started = time.perf_counter()
     trainer.fit(task.agent, task.make_tasks(steps * PROMPTS_PER_STEP, 1, val), val_dataset=val)
