@@ -157,19 +157,26 @@ class GRPO:
             stack.push_async_callback(asyncio.to_thread, steps.close)
             committed = await asyncio.to_thread(read_steps, settings.bootstrap_servers, settings.experiment)
             stream.known(accounted_ids(committed))
-            policy, optimizer, done, uri = self._resume(settings, last_step(committed))
-            learner = stack.enter_context(LearnerProcess(self._rule(), policy, optimizer, settings.home,
-                                                         settings.experiment))
-            # the tasks the next step would take, numbered: a task's number is its group's data id
-            tasks = enumerate(islice(cycle(train), done * self.prompts_per_step, None),
-                              start=done * self.prompts_per_step)
             server = stack.enter_context(PolicyServer(self.tokenizer, model=self.model))
             models = [{"model_name": self.model,
                        "litellm_params": {"model": f"hosted_vllm/{self.model}", "api_base": server.url}}]
-            # started and stopped off the loop, which serves the store: a proxy process takes seconds to start
             proxy = LLMProxy(models, ctx.store_url, settings, launch_mode=self.proxy_launch_mode)
-            await asyncio.to_thread(proxy.start)
-            stack.push_async_callback(asyncio.to_thread, proxy.stop)
+            stack.push_async_callback(asyncio.to_thread, proxy.stop)  # off the loop too (a process: a join)
+            # The learner's process (a new interpreter importing torch, which its parent waits for while it hands
+            # the state over) and a proxy process (one importing LiteLLM) take seconds each to start: side by
+            # side, and off the loop, which serves the store meanwhile.
+            learning, serving = await asyncio.gather(
+                asyncio.to_thread(self._start_learner, settings, last_step(committed)),
+                asyncio.to_thread(proxy.start), return_exceptions=True)
+            if isinstance(learning, BaseException):
+                raise learning
+            learner, done, uri = learning
+            stack.callback(learner.stop)
+            if isinstance(serving, BaseException):
+                raise serving
+            # the tasks the next step would take, numbered: a task's number is its group's data id
+            tasks = enumerate(islice(cycle(train), done * self.prompts_per_step, None),
+                              start=done * self.prompts_per_step)
             published = await self._publish(ctx, proxy, server, uri, done + 1)
             for step in range(done, self.steps + 1):
                 if val and (step in (done, self.steps) or step % self.eval_every == 0):
@@ -242,6 +249,12 @@ class GRPO:
         finally:
             torch.set_num_threads(threads)
         return policy
+
+    def _start_learner(self, settings: Settings, last: StepRecord | None) -> tuple[LearnerProcess, int, str]:
+        """The learner process, started on the policy and optimiser `_resume` gives, with the steps done and
+        the weights' URI. Blocking: the process's start waits for the new interpreter to take the state."""
+        policy, optimizer, done, uri = self._resume(settings, last)
+        return LearnerProcess(self._rule(), policy, optimizer, settings.home, settings.experiment).start(), done, uri
 
     def _resume(self, settings: Settings, last: StepRecord | None
                 ) -> tuple[Policy, torch.optim.Optimizer, int, str]:
