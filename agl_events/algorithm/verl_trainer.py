@@ -127,7 +127,8 @@ class _Proxy:
         models = [{"model_name": self.model, "litellm_params": {"model": f"hosted_vllm/{self.served_model}",
                                                                 "api_base": f"http://{address}/v1"}}
                   for address in addresses]
-        self.proxy = LLMProxy(models, self.ctx.store_url, self.ctx.settings).start()
+        # in a process of its own, as upstream's VERL runs its proxy: this one drives verl and serves the store
+        self.proxy = LLMProxy(models, self.ctx.store_url, self.ctx.settings, launch_mode="mp").start()
         log.info("LLM proxy %s in front of verl's vLLM servers %s", self.proxy.url, ", ".join(addresses))
         self._started.set()
 
