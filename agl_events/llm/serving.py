@@ -84,7 +84,11 @@ class ServingThread(Serving):
 
     def __init__(self, spec: ProxySpec, sock: socket.socket) -> None:
         """Starts serving on `sock`; returns once the proxy accepts requests, or raises `RuntimeError`."""
-        server = spec.server()
+        try:
+            server = spec.server()
+        except BaseException:
+            sock.close()
+            raise
         self._server, self._sock = server, sock
         self._thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])),
                                         name="llm-proxy", daemon=True)
