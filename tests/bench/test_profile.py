@@ -31,8 +31,13 @@ def test_top_frames_sum_self_and_total_shares(tmp_path: Path) -> None:
 
 
 def test_profiler_samples_a_running_process(tmp_path: Path) -> None:
-    busy = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: sum(range(1000))"])
+    """The busy process says when its interpreter runs before py-spy attaches. Once, on a loaded machine, py-spy
+    attached right after the spawn wrote nothing and left the stop unanswered for 30 s; py-spy retries finding the
+    Python of a process still starting up, the likeliest cause (not reproduced on an idle one)."""
+    busy = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\nwhile True: sum(range(1000))"],
+                            stdout=subprocess.PIPE, text=True)
     try:
+        assert busy.stdout is not None and busy.stdout.readline() == "up\n"
         profiler = Profiler(tmp_path, {"busy": busy.pid}, rate=200)
         profiler.start()
         time.sleep(1.0)
