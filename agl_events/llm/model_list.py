@@ -41,6 +41,13 @@ def parse_model_list(data: Any) -> list[ModelConfig]:
     return [ModelConfig.model_validate(entry) for entry in entries]
 
 
+def model_names(models: list[ModelConfig]) -> list[str]:
+    """The names agents may ask for, in the list's order, each once (several deployments may share one)."""
+    if not models:
+        raise ValueError("the proxy needs at least one model in its model list")
+    return list(dict.fromkeys(m.model_name for m in models))
+
+
 def load_model_list(path: Path) -> list[ModelConfig]:
     """Read a model list file (YAML, which also reads JSON)."""
     try:

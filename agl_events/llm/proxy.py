@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agl_events.config import Settings
-from agl_events.llm.model_list import ModelConfig
-from agl_events.llm.routing import ModelRouter
+from agl_events.llm.model_list import ModelConfig, model_names
 from agl_events.llm.serving import SERVINGS, LaunchMode, ProxySpec, Serving, listening_socket
 from agl_events.types import LLM, ProxyLLM, proxy_base_url
 
@@ -32,7 +31,9 @@ class LLMProxy:
         if launch_mode not in SERVINGS:
             raise ValueError(f"unknown launch mode {launch_mode!r}: one of {', '.join(SERVINGS)}")
         self.model_list = [ModelConfig.model_validate(m) for m in model_list]
-        self.router = ModelRouter(self.model_list)  # refuses a bad model list here, not on the first call
+        # What agents may ask for. The deployments are resolved (LiteLLM) where the proxy serves, as it
+        # starts: a bad entry fails `start()`, and the process of a proxy in "mp" never imports LiteLLM.
+        self.model_names = model_names(self.model_list)
         self.store_url = store_url
         self.settings = settings or Settings.from_env()
         self.host = host
@@ -77,7 +78,7 @@ class LLMProxy:
                     sampling_parameters: dict[str, Any] | None = None) -> LLM:
         """A `ProxyLLM` at `<proxy>/v1` (no ids), or the `LLM` of one attempt at
         `<proxy>/rollout/<rid>/attempt/<aid>/v1`. `model` may be left out when the list names one model."""
-        names = self.router.names
+        names = self.model_names
         if model is None:
             if len(names) != 1:
                 raise ValueError(f"the model list names several models ({', '.join(names)}): say which one")

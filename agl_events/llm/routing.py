@@ -21,7 +21,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # else importing 
 
 import litellm
 
-from agl_events.llm.model_list import ModelConfig
+from agl_events.llm.model_list import ModelConfig, model_names
 
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
 # Providers whose chat calls LiteLLM makes with the OpenAI SDK: its raw span then shows the request as the
@@ -99,11 +99,9 @@ class ModelRouter:
     """Picks a deployment for a model name with LiteLLM's Router (several per name are load-balanced)."""
 
     def __init__(self, models: list[ModelConfig]) -> None:
-        if not models:
-            raise ValueError("the proxy needs at least one model in its model list")
+        self.names = model_names(models)
         self._router = litellm.Router(model_list=[m.model_dump() for m in models])
         self._deployments = {entry["model_info"]["id"]: resolve(entry) for entry in self._router.model_list}
-        self.names: list[str] = list(dict.fromkeys(m.model_name for m in models))
 
     async def route(self, model: Any) -> Deployment:
         if model not in self.names:

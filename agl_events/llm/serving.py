@@ -26,9 +26,7 @@ from typing import Literal
 import uvicorn
 
 from agl_events.config import Settings
-from agl_events.llm.app import create_proxy_app
 from agl_events.llm.model_list import ModelConfig
-from agl_events.llm.routing import ModelRouter
 
 LaunchMode = Literal["thread", "mp"]
 
@@ -52,7 +50,11 @@ class ProxySpec:
     request_timeout: float
 
     def server(self) -> uvicorn.Server:
-        """A uvicorn server of the proxy's app, not started."""
+        """A uvicorn server of the proxy's app, not started. The app's modules (LiteLLM's among them, seconds
+        to import) are imported here, where it serves: a caller whose proxy runs in "mp" never needs them."""
+        from agl_events.llm.app import create_proxy_app
+        from agl_events.llm.routing import ModelRouter
+
         app = create_proxy_app(ModelRouter(self.model_list), self.store_url, self.settings,
                                request_timeout=self.request_timeout)
         return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30))

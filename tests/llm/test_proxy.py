@@ -158,7 +158,7 @@ async def test_a_backend_error_reaches_the_agent_and_is_recorded_as_a_failed_cal
     with pytest.raises(openai.APIStatusError) as raised:
         await call(client_for(rollout), "chat", "hello", stream=stream)
     assert raised.value.status_code == 503
-    assert "the GPU is on fire" in raised.value.message and proxy.router.names[0] in raised.value.message
+    assert "the GPU is on fire" in raised.value.message and proxy.model_names[0] in raised.value.message
     [request] = by_name(await finished_spans(store, rollout), CALL_SPAN)
     assert request.status.status_code == "ERROR" and "the GPU is on fire" in (request.status.description or "")
     assert request.attributes["http.response.status_code"] == 503
@@ -256,7 +256,7 @@ def proxy_metrics(proxy: LLMProxy) -> dict[tuple[str, tuple[tuple[str, str], ...
 
 async def test_metrics_count_calls_by_status_time_them_and_add_up_tokens(
         proxy: LLMProxy, client_for: ClientFor, backend: FakeBackend, store: KafkaLightningStore) -> None:
-    model = proxy.router.names[0]
+    model = proxy.model_names[0]
     before = await asyncio.to_thread(proxy_metrics, proxy)
     await call(client_for(await store.start_rollout(input={})), "chat", "two words", stream=False)
     backend.failure = BackendFailure(status=503, message="down")

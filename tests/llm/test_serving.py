@@ -26,14 +26,15 @@ from tests.llm.conftest import MODEL, finished_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: A parent that starts a proxy process, says its port and pid, and waits to be killed.
+#: A parent that starts a proxy process, says its port and whether it imported LiteLLM itself, and waits to be
+#: killed.
 ORPHANING_PARENT = """
 import json, sys, threading
 from agl_events.config import Settings
 from agl_events.llm.proxy import LLMProxy
 job = json.loads(sys.stdin.read())
 proxy = LLMProxy(job["models"], job["store_url"], Settings.model_validate(job["settings"]), launch_mode="mp").start()
-print(json.dumps({"port": proxy.port}), flush=True)
+print(json.dumps({"port": proxy.port, "litellm": "litellm" in sys.modules}), flush=True)
 threading.Event().wait()
 """
 
@@ -58,6 +59,21 @@ def test_an_unknown_launch_mode_is_refused_before_anything_starts() -> None:
     with pytest.raises(ValueError, match="unknown launch mode 'asyncio': one of thread, mp"):
         LLMProxy([{"model_name": MODEL, "litellm_params": {"model": "hosted_vllm/x", "api_base": "http://x/v1"}}],
                  "http://127.0.0.1:1", Settings.from_env(), launch_mode="asyncio")  # type: ignore[arg-type]
+
+
+def test_a_model_the_proxy_cannot_forward_to_fails_its_start() -> None:
+    """Deployments are resolved where the proxy serves, as it starts (here a thread): not on the first call."""
+    proxy = LLMProxy([{"model_name": MODEL, "litellm_params": {"model": "anthropic/claude-x"}}],
+                     "http://127.0.0.1:1", Settings.from_env())
+    assert proxy.model_names == [MODEL]
+    with pytest.raises(ValueError, match="no OpenAI-compatible endpoint for provider 'anthropic'"):
+        proxy.start()
+    assert not proxy.is_running()
+
+
+def test_an_empty_model_list_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="at least one model"):
+        LLMProxy([], "http://127.0.0.1:1", Settings.from_env())
 
 
 @pytest.mark.kafka
@@ -90,8 +106,10 @@ def test_a_proxy_process_does_not_outlive_its_parent(store_server: tuple[KafkaLi
         assert parent.stdin is not None and parent.stdout is not None
         parent.stdin.write(json.dumps(job))
         parent.stdin.close()
-        port = json.loads(parent.stdout.readline())["port"]
+        started = json.loads(parent.stdout.readline())
+        port = started["port"]
         assert not refuses(port)
+        assert started["litellm"] is False  # the child resolves the model list: a trainer's start skips ~3 s
     finally:
         os.kill(parent.pid, signal.SIGKILL)  # no stop, no atexit: only the pipe's end tells the child
         parent.wait()
