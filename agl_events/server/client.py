@@ -12,6 +12,7 @@ server, measured alone), which was most of a runner's event-loop time on `bench 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -83,6 +84,7 @@ class StoreClient:
         self._headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
         self._session: aiohttp.ClientSession | None = None  # made on first use, in the loop that uses it
         self._blocking: httpx.Client | None = None  # only for `sequence_reserver`, made on first use
+        self._blocking_lock = threading.Lock()
 
     def _http(self) -> aiohttp.ClientSession:
         """The session, made on first use: aiohttp binds it to the running loop, and some clients are built
@@ -219,21 +221,26 @@ class StoreClient:
         """`next_span_sequence_id` for one attempt as a blocking call, for the tracer: it numbers a span inside
         `span.end()`, on whichever thread ends it, where no event loop can be awaited. Each call reserves `count`
         consecutive ids (one unless asked for more) and returns the first."""
-        if self._blocking is None:
-            self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout,
-                                          headers=self._headers)
-        http = self._blocking
-
         def reserve(count: int = 1) -> int:
             body = {"rollout_id": rollout_id, "attempt_id": attempt_id, "count": count}
             try:
-                response = http.post(routes.NEXT_SEQUENCE_ID.path, json=body)
+                response = self._blocking_http().post(routes.NEXT_SEQUENCE_ID.path, json=body)
             except httpx.TransportError as exc:
                 raise self._unreachable(exc) from exc
             return int(_checked(response.status_code, response.content, "POST", routes.NEXT_SEQUENCE_ID.path
                                 )["sequence_id"])
 
         return reserve
+
+    def _blocking_http(self) -> httpx.Client:
+        """The blocking client, made on the first reservation (from whichever thread makes it), not with the
+        first reserver: a runner makes a reserver per attempt, but attempts that are not proxied rarely
+        reserve, and a client costs 30-60 ms of CPU (its TLS context) in a runner's first rollout."""
+        with self._blocking_lock:
+            if self._blocking is None:
+                self._blocking = httpx.Client(base_url=f"{self.base_url}/v1/agl", timeout=self._timeout,
+                                              headers=self._headers)
+            return self._blocking
 
     async def get_resources(self, resources_id: str | None) -> ResourcesUpdate | None:
         data = await (self._route(routes.GET_RESOURCES, resources_id=resources_id) if resources_id
