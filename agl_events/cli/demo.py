@@ -14,8 +14,7 @@ from rich.table import Table
 from agl_events.broker.local import ensure_broker
 from agl_events.cli.context import settings
 from agl_events.config import Settings
-from agl_events.demo import print_report, run_demo
-from agl_events.demo.run import print_rebuild
+from agl_events.demo.run import print_rebuild, print_report, run_demo
 from agl_events.demo.tasks import TASKS
 
 
