@@ -15,7 +15,7 @@ is written first, then its record (`samples.steps.StepRecord`: the samples train
 the sample stream's offsets are committed in one Kafka transaction (`samples.step_log.StepLog`), and only
 then are the weights published. A trainer started again on the same experiment and home (SIGKILLed at any
 point) resumes after the last committed step: its weights and optimiser state, the stream's committed
-offsets, and the ids every committed step took, which it never takes again (`_resume`).
+offsets, and the ids every committed step took, which it never takes again (`grpo_learner.open_learner`).
 
 `max_staleness=0` is the synchronous loop: each step enqueues the groups it trains on and waits for them,
 so runners idle while the trainer trains. `max_staleness=k > 0` pipelines: the loop keeps `k + 1` steps'
@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from agl_events.algorithm.base import AlgorithmContext, SplitResult
-from agl_events.algorithm.grpo_learner import LearnerProcess
+from agl_events.algorithm.grpo_learner import LearnerProcess, LearnerStart
 from agl_events.algorithm.grpo_math import IS_CAP, group_advantages
 from agl_events.algorithm.grpo_update import PolicyUpdate, Tokens
 from agl_events.algorithm.in_flight import InFlight
@@ -63,7 +63,7 @@ from agl_events.llm.serving import LaunchMode
 from agl_events.policy.model import Policy, PolicyConfig
 from agl_events.policy.server import PolicyServer
 from agl_events.policy.tokenizer import make_tokenizer
-from agl_events.policy.weights import load_optimizer, load_weights, optimizer_path, save_version, save_weights
+from agl_events.policy.weights import save_weights
 from agl_events.proc.crash import crash_point
 from agl_events.samples.batching import BatchPolicy, SampleBatch
 from agl_events.samples.model import Sample, group_id
@@ -251,32 +251,21 @@ class GRPO:
         return policy
 
     def _start_learner(self, settings: Settings, last: StepRecord | None) -> tuple[LearnerProcess, int, str]:
-        """The learner process, started on the policy and optimiser `_resume` gives, with the steps done and
-        the weights' URI. Blocking: the process's start waits for the new interpreter to take the state."""
-        policy, optimizer, done, uri = self._resume(settings, last)
-        return LearnerProcess(self._rule(), policy, optimizer, settings.home, settings.experiment).start(), done, uri
-
-    def _resume(self, settings: Settings, last: StepRecord | None
-                ) -> tuple[Policy, torch.optim.Optimizer, int, str]:
-        """The policy, its optimiser, the steps already done and the weights' URI: fresh at step 0 (the seeded
-        weights written as v1), or after the last committed step `last` (a restarted trainer): the weights
-        version it wrote and the optimiser state saved with them.
-
-        Nothing else needs restoring: the sample stream's group resumes from the offsets committed with
-        `last`, and the caller tells it which samples committed steps took beyond them. A step that was
-        cut off before its commit left at most a weights file of the next version, written again when the
-        step is taken again."""
-        if last is None:
-            policy = Policy(self.policy_config)
-            optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
-            return policy, optimizer, 0, save_version(policy, optimizer, settings.home, settings.experiment, 1)
-        policy = load_weights(last.weights_uri)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=self.lr)
-        if not load_optimizer(optimizer, last.version,
-                              optimizer_path(settings.home, settings.experiment, last.version)):
-            log.warning("no optimiser state saved with weights v%d: resuming with a fresh optimiser", last.version)
-        log.info("resuming from weights v%d (%d steps done)", last.version, last.step + 1)
-        return policy, optimizer, last.step + 1, last.weights_uri
+        """The learner process, started fresh or after the last committed step `last`, once its policy is made:
+        with the steps done and the URI of the weights it starts from. Blocking: call it in a thread."""
+        learner = LearnerProcess(self._rule(), LearnerStart(self.policy_config, self.lr, last), settings.home,
+                                 settings.experiment).start()
+        try:
+            started = learner.ready()
+        except BaseException:
+            learner.stop()
+            raise
+        if last is not None:
+            if not started.optimizer_restored:
+                log.warning("no optimiser state saved with weights v%d: resuming with a fresh optimiser",
+                            last.version)
+            log.info("resuming from weights v%d (%d steps done)", last.version, started.done)
+        return learner, started.done, started.weights_uri
 
     async def _publish(self, ctx: AlgorithmContext, proxy: LLMProxy, server: PolicyServer, uri: str, version: int
                        ) -> ResourcesUpdate:

@@ -12,12 +12,17 @@ intra-op thread, as `GRPO.retrain` trains).
 Exactly-once steps keep their order: the learner writes the weights and the optimiser state, named by version
 (`policy.weights.save_version`), before it answers, and the trainer commits the step only after the answer.
 A trainer that dies closes its end of the pipe and the learner, reading end of file, ends too.
+
+The learner also makes its policy and optimiser (`LearnerStart`): fresh, or from the last committed step. Made
+in the trainer, they cost it a torch optimiser's first construction (torch imports its compiler then, seconds of
+CPU while the trainer also starts its store, runners and proxy) and a copy of their state through the spawn's
+pipe, which the trainer waited on until the child had imported torch.
 """
 
 from __future__ import annotations
 
-import io
 import multiprocessing
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Self
@@ -26,41 +31,93 @@ import torch
 
 from agl_events.algorithm.grpo_update import PolicyUpdate, Tokens
 from agl_events.policy.model import Policy, PolicyConfig
-from agl_events.policy.weights import save_version
+from agl_events.policy.weights import load_optimizer, load_weights, optimizer_path, save_version
+from agl_events.samples.steps import StepRecord
+
+
+@dataclass(frozen=True)
+class LearnerStart:
+    """Where the learner's policy and Adam optimiser (learning rate `lr`) come from: the seeded weights of
+    `config` (`last` None), or the weights the last committed step `last` wrote and the optimiser state saved
+    with them (a restarted trainer)."""
+
+    config: PolicyConfig
+    lr: float
+    last: StepRecord | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """What the learner reports once its policy is ready: the steps already done, the URI of the weights it
+    starts from, and whether an optimiser state was restored (False: a resumed learner had none saved)."""
+
+    done: int
+    weights_uri: str
+    optimizer_restored: bool
+
+
+def open_learner(start: LearnerStart, home: Path, experiment: str
+                 ) -> tuple[Policy, torch.optim.Optimizer, Started]:
+    """The policy and optimiser `start` names: fresh at step 0 (the seeded weights written as v1), or after
+    the last committed step.
+
+    Nothing else needs restoring: the sample stream's group resumes from the offsets committed with `last`,
+    and the trainer tells it which samples committed steps took beyond them. A step that was cut off before its
+    commit left at most a weights file of the next version, written again when the step is taken again."""
+    last = start.last
+    # The mode each is made in (fresh: training; loaded: eval) is the one it trains in, as `GRPO.retrain`
+    # does: in eval mode the no-grad proximal pass takes torch's fused encoder path, whose last bits differ,
+    # and Adam's first steps turn such differences into whole steps of lr.
+    if last is None:
+        policy = Policy(start.config)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=start.lr)
+        return policy, optimizer, Started(0, save_version(policy, optimizer, home, experiment, 1), True)
+    policy = load_weights(last.weights_uri)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=start.lr)
+    restored = load_optimizer(optimizer, last.version, optimizer_path(home, experiment, last.version))
+    return policy, optimizer, Started(last.step + 1, last.weights_uri, restored)
 
 
 class LearnerProcess:
-    """Trains copies of `policy` and `optimizer` (their state as they are now) with `update`, one step per
-    `step` call, in a spawned process; writes versions under `home` for `experiment`."""
+    """Trains the policy and optimiser `start` names with `update`, one step per `step` call, in a spawned
+    process; writes versions under `home` for `experiment`."""
 
-    def __init__(self, update: PolicyUpdate, policy: Policy, optimizer: torch.optim.Optimizer, home: Path,
-                 experiment: str) -> None:
-        state = io.BytesIO()
-        torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict()}, state)
+    def __init__(self, update: PolicyUpdate, start: LearnerStart, home: Path, experiment: str) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=_learn, name="grpo-learner", daemon=True,
-                                        args=(child, update, policy.config, policy.training, state.getvalue(),
-                                              home, experiment))
+                                        args=(child, update, start, home, experiment))
         self._child = child
 
     def start(self) -> Self:
-        """Start the process; it loads the state while the caller goes on (the first `step` waits for it)."""
+        """Start the process; it makes its policy while the caller goes on (`ready` waits for it)."""
         self._process.start()
         self._child.close()
         return self
 
+    def ready(self) -> Started:
+        """Wait until the learner's policy is made (and v1 written, when fresh). Blocks: call it in a thread."""
+        outcome, detail = self._receive("the learner's start")
+        if outcome == "error":
+            raise RuntimeError(f"the learner could not start: {detail}")
+        assert isinstance(detail, Started)
+        return detail
+
+    def _receive(self, what: str) -> tuple[str, object]:
+        try:
+            outcome, detail = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(f"the learner process ended before {what} (exit code {self._process.exitcode})"
+                               ) from None
+        return outcome, detail
+
     def step(self, tokens: Tokens, version: int) -> str:
         """Train on `tokens`, write the result as weights `version`; its URI. Blocks: call it in a thread."""
         self._conn.send((tokens, version))
-        try:
-            reply = self._conn.recv()
-        except EOFError:
-            raise RuntimeError(f"the learner process ended (exit code {self._process.exitcode})") from None
-        outcome, text = reply
+        outcome, detail = self._receive(f"weights v{version}")
         if outcome == "error":
-            raise RuntimeError(f"the learner failed at weights v{version}: {text}")
-        return text
+            raise RuntimeError(f"the learner failed at weights v{version}: {detail}")
+        return str(detail)
 
     def stop(self) -> None:
         self._conn.close()
@@ -76,19 +133,17 @@ class LearnerProcess:
         self.stop()
 
 
-def _learn(conn: Connection, update: PolicyUpdate, config: PolicyConfig, training: bool, state: bytes,
-           home: Path, experiment: str) -> None:
-    """The learner process: steps until the trainer closes the pipe. Each step answers ("written", URI), or
-    ("error", what went wrong) and ends: the trainer raises it."""
+def _learn(conn: Connection, update: PolicyUpdate, start: LearnerStart, home: Path, experiment: str) -> None:
+    """The learner process: makes its policy and says so ("ready", `Started`), then steps until the trainer
+    closes the pipe. Each step answers ("written", URI), or ("error", what went wrong) and ends: the trainer
+    raises it."""
     torch.set_num_threads(1)  # one core for the learner, the other for sampling and the store; and as retrain
-    saved = torch.load(io.BytesIO(state), map_location="cpu", weights_only=True)
-    policy = Policy(config)
-    policy.load_state_dict(saved["policy"])
-    optimizer = torch.optim.Adam(policy.parameters())
-    optimizer.load_state_dict(saved["optimizer"])
-    # the mode the trainer's copy is in: in eval mode the no-grad proximal pass takes torch's fused encoder
-    # path, whose last bits differ, and Adam's first steps turn such differences into whole steps of lr
-    policy.train(training)
+    try:
+        policy, optimizer, started = open_learner(start, home, experiment)
+    except Exception as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", started))
     while True:
         try:
             tokens, version = conn.recv()

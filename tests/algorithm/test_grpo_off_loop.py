@@ -18,7 +18,7 @@ import torch
 
 from agl_events.algorithm.base import AlgorithmContext
 from agl_events.algorithm.grpo import GRPO
-from agl_events.algorithm.grpo_learner import LearnerProcess
+from agl_events.algorithm.grpo_learner import LearnerProcess, LearnerStart
 from agl_events.algorithm.grpo_update import Tokens
 from agl_events.config import Settings
 from agl_events.llm.proxy import LLMProxy
@@ -26,6 +26,7 @@ from agl_events.policy import server as server_module
 from agl_events.policy.model import Policy
 from agl_events.policy.server import PolicyServer
 from agl_events.policy.weights import load_weights, optimizer_path, save_version
+from agl_events.samples.steps import StepRecord
 from agl_events.types import LLM, NamedResources, ProxyLLM, ResourcesUpdate
 
 
@@ -80,7 +81,12 @@ def test_the_learner_process_trains_as_the_trainer_would_and_reports_a_failed_st
     policy = Policy(grpo.policy_config)
     optimizer = torch.optim.Adam(policy.parameters(), lr=grpo.lr)
     batches = [_batch([1, 5, 6, 7], [8, 9, 2]), _batch([1, 6, 5], [9, 2])]
-    with LearnerProcess(grpo._rule(), policy, optimizer, settings.home, settings.experiment) as learner:
+    start = LearnerStart(grpo.policy_config, grpo.lr)
+    with LearnerProcess(grpo._rule(), start, settings.home, settings.experiment) as learner:
+        started = learner.ready()  # the learner made the seeded weights and wrote them as v1
+        assert (started.done, started.optimizer_restored) == (0, True)
+        first = load_weights(started.weights_uri).state_dict()
+        assert all(torch.equal(first[name], value) for name, value in policy.state_dict().items())
         uris = [learner.step(tokens, version) for version, tokens in enumerate(batches, start=2)]
         with pytest.raises(RuntimeError, match="the learner failed at weights v4: ValueError: a sequence of"):
             learner.step(_batch([1] * 12, [2] * 6), 4)  # longer than the policy's max_len
@@ -99,3 +105,16 @@ def test_the_learner_process_trains_as_the_trainer_would_and_reports_a_failed_st
     assert saved["version"] == 3
     assert all(torch.equal(saved["state_dict"]["state"][i]["exp_avg"], state["exp_avg"])
                for i, state in optimizer.state_dict()["state"].items())
+
+
+def test_a_learner_that_cannot_make_its_policy_says_why(tmp_path: Path) -> None:
+    """A restarted trainer whose last step's weights are gone: the learner's start raises with its reason."""
+    grpo = GRPO(steps=2)
+    gone = StepRecord(step=3, version=5, weights_uri=(tmp_path / "v5.pt").as_uri(), time=0.0, trainer="t",
+                      trained=[], dropped=[], offsets={})
+    learner = LearnerProcess(grpo._rule(), LearnerStart(grpo.policy_config, grpo.lr, gone), tmp_path, "x").start()
+    try:
+        with pytest.raises(RuntimeError, match=r"the learner could not start: .*v5\.pt"):
+            learner.ready()
+    finally:
+        learner.stop()
