@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -12,15 +13,16 @@ from agl_events.runner.worker import RunnerConfig, run_runner
 
 
 class RunnerPool:
-    """N runner processes (spawned: no inherited Kafka clients or event loops)."""
+    """N runner processes (spawned: no inherited Kafka clients or event loops). Each stops, as on SIGTERM, when
+    the process that made the pool is gone (`proc.parent`): a SIGKILLed trainer leaves no runner behind."""
 
     def __init__(self, config: RunnerConfig, n: int, name: str = "runner", agent: LitAgent[Any] | None = None
                  ) -> None:
         """`agent` (picklable: defined at module level) overrides `config.agent`'s module:object."""
         context = multiprocessing.get_context("spawn")
         self.processes: list[BaseProcess] = [
-            context.Process(target=run_runner, args=(config.model_copy(update={"runner_id": f"{name}-{i}"}), agent),
-                            name=f"{name}-{i}", daemon=False)
+            context.Process(target=run_runner, name=f"{name}-{i}", daemon=False,
+                            args=(config.model_copy(update={"runner_id": f"{name}-{i}"}), agent, os.getpid()))
             for i in range(n)
         ]
 

@@ -39,6 +39,7 @@ from agl_events.config import Settings
 from agl_events.log.backpressure import BackpressureStats
 from agl_events.log.registry import codec_for
 from agl_events.log.writer import EventWriter
+from agl_events.proc.parent import stop_when_orphaned
 from agl_events.runner.agents import load_agent
 from agl_events.runner.control import StopWatcher
 from agl_events.runner.finishes import FinishBatcher
@@ -309,11 +310,14 @@ async def wait_for_a_slot(running: set[asyncio.Task[None]], queue: SteppingAside
         await asyncio.to_thread(queue.rejoin)
 
 
-def run_runner(config: RunnerConfig, agent: LitAgent[Any] | None = None) -> int:
-    """Process entry point: SIGTERM and SIGINT ask for a cooperative stop after the current rollout."""
+def run_runner(config: RunnerConfig, agent: LitAgent[Any] | None = None, parent_pid: int | None = None) -> int:
+    """Process entry point: SIGTERM and SIGINT ask for a cooperative stop after the current rollout, and so does
+    the death of `parent_pid` (the process whose pool spawned this one), which could no longer stop it."""
     logging.basicConfig(level=os.environ.get("AGL_LOG_LEVEL", "WARNING").upper(),
                         format=f"%(asctime)s {config.runner_id} %(name)s %(levelname)s %(message)s")
     runner = Runner(config, agent, owns_process=True)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stop.set())
+    if parent_pid is not None:
+        stop_when_orphaned(parent_pid)
     return asyncio.run(runner.run())

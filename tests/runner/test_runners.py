@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,6 +17,8 @@ import pytest
 
 from agl_events.config import Settings
 from agl_events.events.codec import AvroCodec
+from agl_events.log.admin import create_topics
+from agl_events.log.clients import make_admin
 from agl_events.log.writer import EventWriter
 from agl_events.runner.control import stop_request
 from agl_events.runner.pool import RunnerPool
@@ -23,7 +27,7 @@ from agl_events.server.embedded import embedded_store_server
 from agl_events.server.process import StoreProcess
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
-from tests.eventually import eventually_async
+from tests.eventually import eventually, eventually_async
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent, waiting_agent
 
 pytestmark = pytest.mark.kafka
@@ -214,3 +218,46 @@ async def test_a_runner_rides_through_a_store_restart_and_reports_its_rollout(se
     finally:
         pool.stop(grace=5)
         server.stop()
+
+
+#: A parent that starts a pool of one runner (its store need not answer), says the runner's pid, and waits to be
+#: SIGKILLed.
+ORPHANING_PARENT = """
+import json, sys, threading
+from agl_events.config import Settings
+from agl_events.runner.pool import RunnerPool
+from agl_events.runner.worker import RunnerConfig
+from tests.runner.agents import counting_agent
+settings = Settings.model_validate(json.loads(sys.stdin.read()))
+pool = RunnerPool(RunnerConfig(settings=settings, store_url="http://127.0.0.1:9", agent="x"), 1, agent=counting_agent)
+pool.start()
+print(pool.processes[0].pid, flush=True)
+threading.Event().wait()
+"""
+
+
+def _exited(pid: int) -> bool:
+    """Whether `pid` ended (gone, or a zombie no one has reaped yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def test_a_pool_runner_stops_when_the_process_that_started_it_is_killed(settings: Settings) -> None:
+    create_topics(make_admin(settings.bootstrap_servers), settings.experiment)  # the runner polls its queue
+    parent = subprocess.Popen([sys.executable, "-c", ORPHANING_PARENT], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert parent.stdin is not None and parent.stdout is not None and parent.stderr is not None
+        parent.stdin.write(settings.model_dump_json())
+        parent.stdin.close()
+        runner = int(parent.stdout.readline())
+    finally:
+        os.kill(parent.pid, signal.SIGKILL)  # no stop, no atexit: the runner finds itself re-parented
+        parent.wait()
+    eventually(lambda: _exited(runner), f"the orphaned runner {runner} exits", within=60)
+    log = parent.stderr.read()  # the runner's too (inherited): to its end, now that it exited
+    assert "Traceback" not in log, log  # it stopped, rather than failed
