@@ -34,6 +34,7 @@ from agl_events.config import Settings
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
 from agl_events.log.kafka_config import aiokafka_security, connection_config
+from agl_events.proc.parent import stop_when_orphaned
 from agl_events.processors.partition_views import PartitionStates, Position
 from agl_events.topics import LAYOUT
 
@@ -216,7 +217,16 @@ def worker_parser(prog: str, description: str, web_port: int, data_dir: str) -> 
                         help=f"where the partition folders live (default: {data_dir})")
     parser.add_argument("--web-port", type=int, default=web_port)
     parser.add_argument("--loglevel", default="warning")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="stop (as on SIGTERM) once this pid is no longer the worker's parent; a process that "
+                             "starts the worker (`WorkerProcess`) passes its own, so its death leaves no worker")
     return parser
+
+
+def stop_with_parent(args: argparse.Namespace) -> None:
+    """Watch the parent `--parent-pid` names, if any (`proc.parent`)."""
+    if args.parent_pid is not None:
+        stop_when_orphaned(args.parent_pid)
 
 
 def worker_settings(args: argparse.Namespace) -> Settings:

@@ -25,7 +25,7 @@ from agl_events.proc.ports import free_port
 
 class WorkerProcess(ChildProcess):
     """One processor worker (`agl_events.processors.views`, `agl_events.processors.samples`) in a child process,
-    own web port; started at once."""
+    own web port; started at once. It stops when this process is gone (`--parent-pid`), even SIGKILLed."""
 
     def __init__(self, settings: Settings, module: str, args: Sequence[str], log_file: Path,
                  web_port: int | None = None) -> None:
@@ -34,7 +34,8 @@ class WorkerProcess(ChildProcess):
         if settings.schema_registry_url:
             env["AGL_SCHEMA_REGISTRY_URL"] = settings.schema_registry_url
         super().__init__([sys.executable, "-m", module, "--experiment", settings.experiment,
-                          "--bootstrap", settings.bootstrap_servers, *args, "--web-port", str(self.port)],
+                          "--bootstrap", settings.bootstrap_servers, *args, "--web-port", str(self.port),
+                          "--parent-pid", str(os.getpid())],
                          log_file, env=env)
         self.start()
 

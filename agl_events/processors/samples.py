@@ -115,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         adapter = adapter_from_spec(args.adapter)
     except ValueError as exc:
         parser.error(str(exc))
+    worker_app.stop_with_parent(args)
     settings = worker_app.worker_settings(args)
     run_worker(settings, args.data_dir or default_data_dir(settings), adapter, args.web_port, args.loglevel)
 

@@ -121,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = worker_app.worker_parser("python -m agl_events.processors.views", __doc__.splitlines()[0], web_port=6066,
                                        data_dir="<home>/processor/<experiment>")
     args = parser.parse_args(argv)
+    worker_app.stop_with_parent(args)
     settings = worker_app.worker_settings(args)
     run_worker(settings, args.data_dir or default_data_dir(settings), args.web_port, args.loglevel)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,6 +26,7 @@ from agl_events.server.process import StoreProcess
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.types import EnqueueRolloutRequest, RolloutConfig
 from tests.eventually import eventually, eventually_async
+from tests.orphans import exited, orphan
 from tests.runner.agents import SPANS_PER_ROLLOUT, HangOnFirstAttempt, SlowOrFast, counting_agent, waiting_agent
 
 pytestmark = pytest.mark.kafka
@@ -236,28 +235,11 @@ threading.Event().wait()
 """
 
 
-def _exited(pid: int) -> bool:
-    """Whether `pid` ended (gone, or a zombie no one has reaped yet)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"
-
 
 def test_a_pool_runner_stops_when_the_process_that_started_it_is_killed(settings: Settings) -> None:
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)  # the runner polls its queue
-    parent = subprocess.Popen([sys.executable, "-c", ORPHANING_PARENT], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parents[2])
-    try:
-        assert parent.stdin is not None and parent.stdout is not None and parent.stderr is not None
-        parent.stdin.write(settings.model_dump_json())
-        parent.stdin.close()
-        runner = int(parent.stdout.readline())
-    finally:
-        os.kill(parent.pid, signal.SIGKILL)  # no stop, no atexit: the runner finds itself re-parented
-        parent.wait()
-    eventually(lambda: _exited(runner), f"the orphaned runner {runner} exits", within=60)
+    runner, parent = orphan(ORPHANING_PARENT, settings.model_dump_json())
+    eventually(lambda: exited(runner), f"the orphaned runner {runner} exits", within=60)
+    assert parent.stderr is not None
     log = parent.stderr.read()  # the runner's too (inherited): to its end, now that it exited
     assert "Traceback" not in log, log  # it stopped, rather than failed
