@@ -88,6 +88,7 @@ class LearnerProcess:
         self._process = context.Process(target=_learn, name="grpo-learner", daemon=True,
                                         args=(child, update, start, home, experiment))
         self._child = child
+        self._started: Started | None = None
 
     def start(self) -> Self:
         """Start the process; it makes its policy while the caller goes on (`ready` waits for it)."""
@@ -96,12 +97,15 @@ class LearnerProcess:
         return self
 
     def ready(self) -> Started:
-        """Wait until the learner's policy is made (and v1 written, when fresh). Blocks: call it in a thread."""
-        outcome, detail = self._receive("the learner's start")
-        if outcome == "error":
-            raise RuntimeError(f"the learner could not start: {detail}")
-        assert isinstance(detail, Started)
-        return detail
+        """Wait until the learner's policy is made (and v1 written, when fresh); at once once it was. Blocks: call
+        it in a thread."""
+        if self._started is None:
+            outcome, detail = self._receive("the learner's start")
+            if outcome == "error":
+                raise RuntimeError(f"the learner could not start: {detail}")
+            assert isinstance(detail, Started)
+            self._started = detail
+        return self._started
 
     def _receive(self, what: str) -> tuple[str, object]:
         try:
@@ -113,6 +117,7 @@ class LearnerProcess:
 
     def step(self, tokens: Tokens, version: int) -> str:
         """Train on `tokens`, write the result as weights `version`; its URI. Blocks: call it in a thread."""
+        self.ready()  # the learner's first answer is its start's
         self._conn.send((tokens, version))
         outcome, detail = self._receive(f"weights v{version}")
         if outcome == "error":

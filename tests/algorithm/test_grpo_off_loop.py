@@ -83,11 +83,11 @@ def test_the_learner_process_trains_as_the_trainer_would_and_reports_a_failed_st
     batches = [_batch([1, 5, 6, 7], [8, 9, 2]), _batch([1, 6, 5], [9, 2])]
     start = LearnerStart(grpo.policy_config, grpo.lr)
     with LearnerProcess(grpo._rule(), start, settings.home, settings.experiment) as learner:
+        uris = [learner.step(tokens, version) for version, tokens in enumerate(batches, start=2)]  # no ready()
         started = learner.ready()  # the learner made the seeded weights and wrote them as v1
         assert (started.done, started.optimizer_restored) == (0, True)
         first = load_weights(started.weights_uri).state_dict()
         assert all(torch.equal(first[name], value) for name, value in policy.state_dict().items())
-        uris = [learner.step(tokens, version) for version, tokens in enumerate(batches, start=2)]
         with pytest.raises(RuntimeError, match="the learner failed at weights v4: ValueError: a sequence of"):
             learner.step(_batch([1] * 12, [2] * 6), 4)  # longer than the policy's max_len
     threads = torch.get_num_threads()
