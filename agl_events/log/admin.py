@@ -134,11 +134,19 @@ def end_offsets(admin: AdminClient, positions: list[Position], timeout: float = 
 
 
 def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> list[str]:
-    """Delete every topic whose name starts with `prefix` (tests clean up their experiments with it)."""
+    """Delete every topic whose name starts with `prefix` (tests clean up their experiments with it); returns
+    once the metadata no longer lists them. The deletion is acknowledged when the controller has it, and a
+    broker's metadata can name the topics a moment longer: a listing right after (`experiments list`, a test)
+    would still see them."""
     names = [t for t in admin.list_topics(timeout=timeout).topics if t.startswith(prefix)]
     if names:
         for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
             future.result()
+        deadline = time.monotonic() + timeout
+        while left := [t for t in admin.list_topics(timeout=timeout).topics if t in names]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics still listed {timeout}s after their deletion: {', '.join(left)}")
+            time.sleep(0.1)
     return names
 
 
