@@ -6,26 +6,29 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def orphan(parent_script: str, stdin: str) -> tuple[int, subprocess.Popen[str]]:
-    """Run `parent_script` (Python, fed `stdin`), which starts a child and prints the child's pid, then SIGKILL
-    the parent (no stop, no atexit): the child's pid, and the dead parent, whose stderr the child inherited
-    (read it to its end once the child exited)."""
+def orphan(parent_script: str, stdin: str, alive: Callable[[str], None] = lambda _: None
+           ) -> tuple[str, subprocess.Popen[str]]:
+    """Run `parent_script` (Python, fed `stdin`), which starts a child and prints a line about it (its pid, its
+    port), call `alive(line)` while the parent lives, then SIGKILL the parent (no stop, no atexit): the line, and
+    the dead parent, whose stderr the child inherited (read it to its end once the child exited)."""
     parent = subprocess.Popen([sys.executable, "-c", parent_script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert parent.stdin is not None and parent.stdout is not None
         parent.stdin.write(stdin)
         parent.stdin.close()
-        child = int(parent.stdout.readline())
+        line = parent.stdout.readline()
+        alive(line)
     finally:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
-    return child, parent
+    return line, parent
 
 
 def exited(pid: int) -> bool:

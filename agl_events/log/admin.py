@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType, TopicMetadata
 
 from agl_events.log.records import Position
 from agl_events.topics import LAYOUT, Replication, replication_for
@@ -58,15 +58,19 @@ def create_topics(admin: AdminClient, experiment: str, timeout: float = 30.0,
 
 def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
     """Block until every partition of `topics` has a leader: a new topic answers NOT_LEADER for a moment."""
+    _wait_for_metadata(admin, timeout, "topics without a leader", lambda meta: [
+        t for t in topics if t not in meta or meta[t].error is not None
+        or any(p.leader < 0 for p in meta[t].partitions.values())])
+
+
+def _wait_for_metadata(admin: AdminClient, timeout: float, what: str,
+                       pending: Callable[[dict[str, TopicMetadata]], list[str]]) -> None:
+    """Ask the metadata again, a moment apart, until `pending(topics)` names none; `what` they are, if it still
+    names some after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while True:
-        meta = admin.list_topics(timeout=timeout).topics
-        pending = [t for t in topics if t not in meta or meta[t].error is not None
-                   or any(p.leader < 0 for p in meta[t].partitions.values())]
-        if not pending:
-            return
+    while left := pending(admin.list_topics(timeout=timeout).topics):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"topics without a leader after {timeout}s: {', '.join(pending)}")
+            raise TimeoutError(f"{what} after {timeout}s: {', '.join(left)}")
         time.sleep(0.1)
 
 
@@ -142,11 +146,8 @@ def delete_topics(admin: AdminClient, prefix: str, timeout: float = 30.0) -> lis
     if names:
         for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
             future.result()
-        deadline = time.monotonic() + timeout
-        while left := [t for t in admin.list_topics(timeout=timeout).topics if t in names]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topics still listed {timeout}s after their deletion: {', '.join(left)}")
-            time.sleep(0.1)
+        _wait_for_metadata(admin, timeout, "topics still listed after their deletion",
+                           lambda meta: [t for t in names if t in meta])
     return names
 
 

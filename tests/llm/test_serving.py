@@ -4,13 +4,8 @@ cleanly, and does not outlive a parent that dies without stopping it. The rest o
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -23,8 +18,7 @@ from agl_events.llm.spans import CALL_SPAN
 from agl_events.store.kafka import KafkaLightningStore
 from tests.eventually import eventually
 from tests.llm.conftest import MODEL, finished_spans
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.orphans import orphan
 
 #: A parent that starts a proxy process, says its port and whether it imported LiteLLM itself, and waits to be
 #: killed.
@@ -100,17 +94,12 @@ async def test_a_proxy_process_answers_records_and_stops(process_proxy: LLMProxy
 def test_a_proxy_process_does_not_outlive_its_parent(store_server: tuple[KafkaLightningStore, str],
                                                     model_list: list[dict[str, Any]], llm_settings: Settings) -> None:
     job = {"models": model_list, "store_url": store_server[1], "settings": llm_settings.model_dump(mode="json")}
-    parent = subprocess.Popen([sys.executable, "-c", ORPHANING_PARENT], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert parent.stdin is not None and parent.stdout is not None
-        parent.stdin.write(json.dumps(job))
-        parent.stdin.close()
-        started = json.loads(parent.stdout.readline())
-        port = started["port"]
-        assert not refuses(port)
+
+    def serving(line: str) -> None:
+        started = json.loads(line)
+        assert not refuses(started["port"])
         assert started["litellm"] is False  # the child resolves the model list: a trainer's start skips ~3 s
-    finally:
-        os.kill(parent.pid, signal.SIGKILL)  # no stop, no atexit: only the pipe's end tells the child
-        parent.wait()
+
+    line, _ = orphan(ORPHANING_PARENT, json.dumps(job), serving)  # only the pipe's end tells the child
+    port = json.loads(line)["port"]
     eventually(lambda: refuses(port), f"the orphaned proxy process stops listening on {port}", within=60)

@@ -34,7 +34,8 @@ threading.Event().wait()
 def test_a_samples_worker_stops_when_the_process_that_started_it_is_killed(settings: Settings, tmp_path: Path
                                                                          ) -> None:
     job = {"settings": settings.model_dump(mode="json"), "folder": str(tmp_path)}
-    worker, _ = orphan(ORPHANING_PARENT, json.dumps(job))
+    line, _ = orphan(ORPHANING_PARENT, json.dumps(job))
+    worker = int(line)
     eventually(lambda: exited(worker), f"the orphaned samples worker {worker} exits", within=90)
     log = (tmp_path / "worker.log").read_text()
     assert "Traceback" not in log and "Stopping" in log, log  # stopped as on SIGTERM, rather than failed

@@ -238,7 +238,8 @@ threading.Event().wait()
 
 def test_a_pool_runner_stops_when_the_process_that_started_it_is_killed(settings: Settings) -> None:
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)  # the runner polls its queue
-    runner, parent = orphan(ORPHANING_PARENT, settings.model_dump_json())
+    line, parent = orphan(ORPHANING_PARENT, settings.model_dump_json())
+    runner = int(line)
     eventually(lambda: exited(runner), f"the orphaned runner {runner} exits", within=60)
     assert parent.stderr is not None
     log = parent.stderr.read()  # the runner's too (inherited): to its end, now that it exited
