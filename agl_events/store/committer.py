@@ -26,9 +26,10 @@ stays bounded, nothing is refused or dropped. `backpressure` counts those waits.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -59,6 +60,10 @@ class _Batch:
 
     root: DecisionContext
     decided: list[tuple[asyncio.Future[Any], Any]]
+    #: Its place in the order batches complete in.
+    number: int
+    #: The `event_id`s of its events, to know them when a reader of the log gets them first (`landing`).
+    event_ids: list[str]
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -84,6 +89,9 @@ class Committer:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._in_flight: deque[_Batch] = deque()
+        self._numbers = itertools.count()
+        #: The in-flight batches by the ids of their events: what `landing` looks a read event up in.
+        self._landing: dict[str, _Batch] = {}
         self._completions: set[asyncio.Task[None]] = set()
         self._last_now = 0.0
         self.max_queued = max_queued if max_queued is not None else max_batch * (max_in_flight + 1)
@@ -153,8 +161,9 @@ class Committer:
             self._last_now = max(self._last_now, child.now)
             decided.append((future, result))
         previous = self._in_flight[-1].done if self._in_flight else None
-        batch = _Batch(root, decided)
+        batch = _Batch(root, decided, next(self._numbers), [e.new.record["event_id"] for e in encoded])
         self._in_flight.append(batch)
+        self._landing.update(dict.fromkeys(batch.event_ids, batch))
         task = asyncio.get_running_loop().create_task(self._complete(batch, previous, self._append(encoded)))
         self._completions.add(task)
         task.add_done_callback(self._completions.discard)
@@ -213,6 +222,8 @@ class Committer:
                     future.set_exception(error)
         if self._in_flight and self._in_flight[0] is batch:
             self._in_flight.popleft()
+        for event_id in batch.event_ids:
+            self._landing.pop(event_id, None)
         if self._in_flight:  # its changes are in the view now (or never will be): read the view directly
             self._in_flight[0].root.view = self._view
         if not batch.done.done():
@@ -221,6 +232,22 @@ class Committer:
             else:
                 batch.done.set_exception(error)
                 batch.done.exception()  # retrieved: a batch with no successor must not warn
+
+    def landing(self, events: Sequence[LoggedEvent]) -> asyncio.Future[None] | None:
+        """Done once the last batch holding one of `events` is settled (folded and answered, or failed); None
+        when none of them is in flight.
+
+        Kafka can hand a reader an event before its writer hears the acknowledgement, and a batch's events lie
+        in several partitions, read independently: a reader folding them as they come would show half a batch
+        (a rollout succeeded, its attempt still running). The store's follower waits for this instead, and
+        then finds them folded (`StoreView.apply_own`)."""
+        last: _Batch | None = None
+        if self._landing:
+            for event in events:
+                batch = self._landing.get(event.record.get("event_id", ""))
+                if batch is not None and (last is None or batch.number > last.number):
+                    last = batch
+        return None if last is None else last.done
 
     async def drain(self) -> None:
         """Wait until every command taken so far is answered: their events durable, or failed. A store handing

@@ -55,6 +55,10 @@ class Follower:
         self._polls = Lane("agl-follow-poll")
         self.on_folded: Callable[[list[LoggedEvent]], None] = lambda events: None
         self.on_failure: Callable[[BaseException], None] = lambda error: None
+        #: What to wait for before folding a batch holding the store's own events still on their way to the view
+        #: (`Committer.landing`): the view then shows a commit whole or not at all.
+        self.landing: Callable[[list[LoggedEvent]], asyncio.Future[None] | None] = lambda events: None
+        self._stopped: asyncio.Future[None] | None = None
         #: How far the view has folded each partition (its stored positions): not the source's live positions,
         #: which move on while a batch is still on its way to the view.
         self._folded: dict[Position, int] = view.positions
@@ -82,15 +86,21 @@ class Follower:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._follow(), name="agl-follow")
+            self._stopped = asyncio.get_running_loop().create_future()
+            self._task = asyncio.get_running_loop().create_task(self._follow(self._stopped), name="agl-follow")
 
-    async def _follow(self) -> None:
-        """Fold what others append (and confirm our own appends) as it arrives."""
+    async def _follow(self, stopped: asyncio.Future[None]) -> None:
+        """Fold what others append (and confirm our own appends) as it arrives, until `stop` (`stopped`)."""
         try:
             timeout = BUSY_POLL_SECONDS
             while not self._stopping:
                 batch = await self._read(timeout)
                 timeout = BUSY_POLL_SECONDS if batch.events else min(2 * timeout, IDLE_POLL_SECONDS)
+                landing = self.landing(batch.events)
+                if landing is not None:  # settled either way: a failed commit's events in the log are folded here
+                    await asyncio.wait([landing, stopped], return_when=asyncio.FIRST_COMPLETED)
+                    if self._stopping:
+                        break  # unfolded and its positions not stored: the next start reads it again
                 self.view.fold(batch)
                 if batch.events:
                     self.on_folded(batch.events)
@@ -144,6 +154,8 @@ class Follower:
         """Let the poll in progress return (at most IDLE_POLL_SECONDS) instead of cancelling it: the source
         must not be closed while a thread still reads from it."""
         self._stopping = True
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         self._polls.close()

@@ -58,6 +58,7 @@ class StoreParts:
         else:
             committer = Committer(backend.log, backend.view, backend.producer_id, self.waits.notify, clock,
                                   on_fold_failure=self._on_failure, placement=lambda: router.placement)
+            follower.landing = committer.landing
             self.writes = Writes(committer, follower, self.check_serving,
                                  lambda: {"committer": committer.backpressure.stats, **backend.log_queues()},
                                  backend.log.close)

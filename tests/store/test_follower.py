@@ -18,14 +18,18 @@ from agl_events.events.convert import span_record
 from agl_events.events.kinds import Kind
 from agl_events.log.admin import create_topics
 from agl_events.log.clients import make_admin
+from agl_events.log.memory import InMemoryLog
 from agl_events.log.reader import EventReader
-from agl_events.log.records import LoggedEvent, NewEvent, event
+from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, event
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import REDUCERS
 from agl_events.store import follower
+from agl_events.store.backend import Backend
 from agl_events.store.errors import StoreUnhealthyError
+from agl_events.store.follower import Follower
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.memory import InMemoryLightningStore
+from agl_events.store.service import EventSourcedStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import RolloutConfig
 from agl_events.views.kv import DictKV
@@ -177,4 +181,59 @@ async def test_a_stores_own_events_come_back_whole_to_fold_listeners_and_are_let
             queued.rollout_id]
         assert [e for e in folded if store.view.own_event(e.topic, e.partition, e.offset) is not None] == []
     finally:
+        await store.close()
+
+
+class _LateAcks(InMemoryLog):
+    """While `holding`, an append's rollouts-topic records are readable at once and the rest of it, with its
+    acknowledgement, waits for `release`: as Kafka hands a consumer one partition's record before the writer
+    hears the ack, and another partition's later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = False
+        self._held: list[tuple[list[EncodedEvent], list[LoggedEvent], asyncio.Future[list[LoggedEvent]]]] = []
+
+    def append(self, events: Sequence[EncodedEvent]) -> asyncio.Future[list[LoggedEvent]]:
+        if not self.holding:
+            return super().append(events)
+        now = self.append_now([e.new for e in events if e.new.topic is Topic.ROLLOUTS])
+        acked: asyncio.Future[list[LoggedEvent]] = asyncio.get_running_loop().create_future()
+        self._held.append(([e for e in events if e.new.topic is not Topic.ROLLOUTS], now, acked))
+        return acked
+
+    def release(self) -> None:
+        self.holding = False
+        held, self._held = self._held, []
+        for rest, now, acked in held:
+            acked.set_result(now + self.append_now([e.new for e in rest]))
+
+
+async def test_the_view_shows_a_commit_whole_though_the_log_hands_back_part_of_it_before_the_ack() -> None:
+    """A finish is two events on two topics: the follower reading the rollout's before the store heard the ack
+    waits for the commit, instead of showing a succeeded rollout whose attempt still runs."""
+    log, view = _LateAcks(), StoreView(DictKV())
+    follower = Follower(log.reader(), view)
+    store = EventSourcedStore(Backend(view, "late-acks", log, follower))
+    asked: list[list[LoggedEvent]] = []
+    landing = follower.landing
+    follower.landing = lambda events: asked.append(events) or landing(events)
+    try:
+        started = await store.start_rollout(input=1)
+        log.holding = True
+        finishing = asyncio.create_task(
+            store.update_attempt(started.rollout_id, started.attempt.attempt_id, status="succeeded"))
+        # The follower asks right before it would fold: from here the view holds either the whole commit or none.
+        await eventually_async(lambda: any(e.kind == Kind.ROLLOUT_STATUS_CHANGED for b in asked for e in b),
+                               "the follower read the rollout's new status")
+        rollout = await store.get_rollout_by_id(started.rollout_id)
+        attempts = await store.query_attempts(started.rollout_id)
+        assert (rollout.status, [a.status for a in attempts]) == ("preparing", ["preparing"])
+        log.release()
+        await finishing
+        rollout = await store.get_rollout_by_id(started.rollout_id)
+        attempts = await store.query_attempts(started.rollout_id)
+        assert (rollout.status, [a.status for a in attempts]) == ("succeeded", ["succeeded"])
+    finally:
+        log.release()
         await store.close()
