@@ -29,7 +29,9 @@ def load_value(stored: bytes) -> Any:
 class KeyValue(Protocol):
     def get(self, key: str) -> Any: ...
 
-    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]: ...
+    def scan(self, prefix: str, start: str | None = None) -> Iterator[tuple[str, Any]]:
+        """The entries under `prefix` in key order, from `start` (a key under it) when given."""
+        ...
 
     def write(self, changes: Mapping[str, Any]) -> None: ...
 
@@ -46,8 +48,9 @@ class DictKV:
         raw = self._data.get(key)
         return None if raw is None else load_value(raw)
 
-    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
-        for key in sorted(k for k in self._data if k.startswith(prefix)):
+    def scan(self, prefix: str, start: str | None = None) -> Iterator[tuple[str, Any]]:
+        first = start or prefix
+        for key in sorted(k for k in self._data if k.startswith(prefix) and k >= first):
             raw = self._data.get(key)
             if raw is not None:
                 yield key, load_value(raw)

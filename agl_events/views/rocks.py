@@ -50,20 +50,19 @@ class RocksKV:
         raw = self._db.get(key.encode())
         return None if raw is None else load_value(raw)
 
-    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
-        """The entries under `prefix`, in key order.
+    def scan(self, prefix: str, start: str | None = None) -> Iterator[tuple[str, Any]]:
+        """The entries under `prefix`, in key order, from `start` when given.
 
         The iterator is bounded above by the first key past the prefix: without the bound, RocksDB steps over
         every deleted key that follows the prefix before it finds the live one that ends the scan, and a
         buffer whose entries are deleted as they are used (the samples buffer) piles those up, which made
         an export of 150k spans spend 28 of its 71 s in such scans (0.9 ms each; 3 us bounded).
         """
-        start = prefix.encode()
         options = ReadOptions()
-        end = _successor(start)
+        end = _successor(prefix.encode())
         if end is not None:
             options.set_iterate_upper_bound(end)
-        for raw_key, raw in self._db.items(from_key=start, read_opt=options):
+        for raw_key, raw in self._db.items(from_key=(start or prefix).encode(), read_opt=options):
             yield raw_key.decode(), load_value(raw)
 
     def write(self, changes: Mapping[str, Any]) -> None:

@@ -31,8 +31,8 @@ class StatusCountingKV:
     def get(self, key: str) -> Any:
         return self._kv.get(key)
 
-    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
-        return self._kv.scan(prefix)
+    def scan(self, prefix: str, start: str | None = None) -> Iterator[tuple[str, Any]]:
+        return self._kv.scan(prefix, start)
 
     def write(self, changes: Mapping[str, Any]) -> None:
         if self._counts is not None:

@@ -17,6 +17,9 @@ from agl_events.views.spans import StoredSpans, span_decoder, stored_spans
 
 log = logging.getLogger(__name__)
 
+#: A key after every queue entry (`keys.queue_entry`: digits), where queue scans start while the queue is empty.
+_QUEUE_END = keys.QUEUE + "~"
+
 
 class StoreView:
     """Applies events idempotently and answers point reads and ordered scans.
@@ -56,6 +59,10 @@ class StoreView:
         }
         self._span = span_decoder(codec or AvroCodec())
         self._observers: list[Callable[[Mapping[str, Any]], None]] = []
+        #: Where queue scans start: no queue entry before it is in the view. A claimed entry is deleted, and
+        #: RocksDB steps over a deleted key on every scan from the queue's start until a compaction drops it:
+        #: after 16,000 claims, reading the queue's head took 3.4 ms instead of microseconds.
+        self._queue_from = keys.QUEUE
 
     @property
     def positions(self) -> dict[Position, int]:
@@ -66,7 +73,18 @@ class StoreView:
         return self.kv.get(key)
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
-        return self.kv.scan(prefix)
+        return self._scan_queue() if prefix == keys.QUEUE else self.kv.scan(prefix)
+
+    def _scan_queue(self) -> Iterator[tuple[str, Any]]:
+        """The queue, read from `_queue_from`, which moves up to the first entry read (those before it were
+        all taken) or past the end when none is left; writing an entry before it moves it back (`_fold`)."""
+        empty = True
+        for key, value in self.kv.scan(keys.QUEUE, self._queue_from):
+            if empty:
+                self._queue_from, empty = key, False
+            yield key, value
+        if empty:
+            self._queue_from = _QUEUE_END
 
     def on_written(self, observer: Callable[[Mapping[str, Any]], None]) -> None:
         """`observer(changes)` hears of every batch written to the view (key -> value, None: deleted) right after
@@ -139,6 +157,9 @@ class StoreView:
             batch[f"{keys.POSITIONS}{topic}/{partition}"] = end
         if batch:
             self.kv.write(batch)
+            for key, value in batch.items():
+                if value is not None and key < self._queue_from and key.startswith(keys.QUEUE):
+                    self._queue_from = key
             for observer in self._observers:
                 observer(batch)
         # Only once written: a batch that raised half-way leaves positions and pending as they were, so a

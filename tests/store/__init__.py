@@ -9,7 +9,12 @@ import re
 import uuid
 from typing import Any
 
+from agl_events.log.memory import InMemoryLog
+from agl_events.store.backend import Backend
+from agl_events.store.follower import Follower
+from agl_events.store.service import EventSourcedStore
 from agl_events.types import LLM, OtelResource, Span, SpanContext, TraceStatus
+from agl_events.views.store_view import StoreView
 
 ROLLOUT_ID = re.compile(r"^ro-[0-9a-f]{12}$")
 ATTEMPT_ID = re.compile(r"^at-[0-9a-f]{8}$")
@@ -41,3 +46,10 @@ def prompt(template: str = "hello {name}") -> dict[str, Any]:
 
 
 __all__ = ["ATTEMPT_ID", "RESOURCES_ID", "ROLLOUT_ID", "llm", "make_span", "prompt"]
+
+
+def store_over(view: StoreView, log: InMemoryLog) -> tuple[EventSourcedStore, Follower]:
+    """The in-memory store's parts over a test's own view (a KeyValue that counts) or log (acks held back), and
+    its follower."""
+    follower = Follower(log.reader(), view)
+    return EventSourcedStore(Backend(view, "test-store", log, follower)), follower

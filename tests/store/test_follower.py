@@ -24,18 +24,15 @@ from agl_events.log.records import EncodedEvent, LoggedEvent, NewEvent, event
 from agl_events.log.writer import EventWriter
 from agl_events.reducers import REDUCERS
 from agl_events.store import follower
-from agl_events.store.backend import Backend
 from agl_events.store.errors import StoreUnhealthyError
-from agl_events.store.follower import Follower
 from agl_events.store.kafka import KafkaLightningStore
 from agl_events.store.memory import InMemoryLightningStore
-from agl_events.store.service import EventSourcedStore
 from agl_events.topics import Topic, topic_name
 from agl_events.types import RolloutConfig
 from agl_events.views.kv import DictKV
 from agl_events.views.store_view import StoreView
 from tests.eventually import eventually, eventually_async
-from tests.store import make_span
+from tests.store import make_span, store_over
 
 AppendForeign = Callable[[Sequence[NewEvent]], None]
 
@@ -212,9 +209,8 @@ class _LateAcks(InMemoryLog):
 async def test_the_view_shows_a_commit_whole_though_the_log_hands_back_part_of_it_before_the_ack() -> None:
     """A finish is two events on two topics: the follower reading the rollout's before the store heard the ack
     waits for the commit, instead of showing a succeeded rollout whose attempt still runs."""
-    log, view = _LateAcks(), StoreView(DictKV())
-    follower = Follower(log.reader(), view)
-    store = EventSourcedStore(Backend(view, "late-acks", log, follower))
+    log = _LateAcks()
+    store, follower = store_over(StoreView(DictKV()), log)
     asked: list[list[LoggedEvent]] = []
     landing = follower.landing
     follower.landing = lambda events: asked.append(events) or landing(events)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
-from agl_events.types import AttemptedRollout
-from tests.store import ATTEMPT_ID
+from agl_events.log.memory import InMemoryLog
+from agl_events.reducers import keys
+from agl_events.types import AttemptedRollout, EnqueueRolloutRequest
+from agl_events.views.kv import DictKV
+from agl_events.views.store_view import StoreView
+from tests.store import ATTEMPT_ID, store_over
 
 
 async def test_dequeue_is_fifo(store):
@@ -167,3 +174,29 @@ async def test_dequeue_after_manual_requeue_counts_existing_attempts(store):
     await store.update_rollout(ar.rollout_id, status="requeuing")
     d = await store.dequeue_rollout()
     assert d.rollout_id == ar.rollout_id and d.attempt.sequence_id == 3
+
+
+class _CountingKV(DictKV):
+    """Counts the queue entries scans hand out: what a claim reads of the queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue_entries_read = 0
+
+    def scan(self, prefix: str, start: str | None = None) -> Iterator[tuple[str, Any]]:
+        for entry in super().scan(prefix, start):
+            self.queue_entries_read += entry[0].startswith(keys.QUEUE)
+            yield entry
+
+
+async def test_a_claim_reads_the_head_of_a_deep_queue_not_all_of_it() -> None:
+    kv = _CountingKV()
+    store, _ = store_over(StoreView(kv), InMemoryLog())
+    try:
+        queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=i) for i in range(300)])
+        kv.queue_entries_read = 0
+        claimed = await store.dequeue_many_rollouts(limit=3, worker_id="w1")
+        assert [c.rollout_id for c in claimed] == [q.rollout_id for q in queued[:3]]
+        assert kv.queue_entries_read <= 4  # the three it takes and at most the one after: not 300
+    finally:
+        await store.close()

@@ -157,3 +157,27 @@ def test_a_reopened_rocks_view_resumes_where_it_stopped(tmp_path: Path, story: S
         complete.close()
     finally:
         resumed.close()
+
+
+
+def test_queue_scans_start_past_taken_entries_and_miss_none_written_before_that(kv: KeyValue, story: Story) -> None:
+    """Queue scans start where the last one found the queue's head (RocksDB steps over every claimed entry from
+    the queue's start otherwise): an entry written before that point later (a store group's catch-up of a
+    partition it takes over: positions of several owners interleave) or after the queue ran empty is still read."""
+    b_enqueued = next(e for e in story.events if e.kind == "RolloutEnqueued" and e is not story.enqueued)
+    b_enqueued = dataclasses.replace(b_enqueued, offset=story.dequeued.offset + 1)  # folded after A's claim
+    late = dataclasses.replace(
+        b_enqueued, key="ro-late", offset=b_enqueued.offset + 1, value=None,
+        record={**b_enqueued.record, "queue_seq": story.enqueued.record["queue_seq"],
+                "rollout": {**b_enqueued.record["rollout"], "rollout_id": "ro-late"}})
+    view = StoreView(kv)
+
+    def queue() -> list[str]:
+        return [rid for _, rid in view.scan(keys.QUEUE)]
+
+    view.apply_logged([story.enqueued, story.dequeued])
+    assert queue() == []
+    view.apply_logged([b_enqueued])
+    assert queue() == [b_enqueued.key]
+    view.apply_logged([late])  # at A's old place, before B's
+    assert queue() == ["ro-late", b_enqueued.key]

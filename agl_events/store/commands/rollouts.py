@@ -52,25 +52,34 @@ def dequeue_rollouts(ctx: DecisionContext, limit: int, worker_id: str | None
     """Claim up to `limit` rollouts from the head of the FIFO queue, each exactly once: of the rollouts this
     store owns, when several stores share the experiment."""
     claimed: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    if limit <= 0:
-        return claimed
-    for _, rid in list(ctx.scan(keys.QUEUE)):
-        if not ctx.placement.owns(rid):  # its owner dequeues it (`store.ownership`: FIFO per store)
-            continue
-        rollout = ctx.rollout(rid)
-        if rollout is None or rollout["status"] not in QUEUING_STATUSES:
-            continue
+    for rid in _claimable(ctx, limit):
         attempt = create_attempt(ctx, rid, worker_id)
         set_rollout_status(ctx, rid, "preparing", "dequeue")
         claimed.append((ctx.rollout(rid), attempt))  # type: ignore[arg-type]
-        if len(claimed) >= limit:
-            break
     if worker_id is not None:
         if claimed:
             sync_worker_with_attempt(ctx, claimed[-1][1], dequeue=True)
         else:
             mark_idle_after_empty_dequeue(ctx, worker_id)
     return claimed
+
+
+def _claimable(ctx: DecisionContext, limit: int) -> list[str]:
+    """The first `limit` rollouts of the queue this store may claim. Picked before any is claimed (claiming
+    changes the queue under the scan) and read only as far as needed: a claim costs what it takes, not the
+    queue's length (a full scan read every queued rollout for every claim)."""
+    picked: list[str] = []
+    if limit <= 0:
+        return picked
+    for _, rid in ctx.scan(keys.QUEUE):
+        if not ctx.placement.owns(rid):  # its owner dequeues it (`store.ownership`: FIFO per store)
+            continue
+        rollout = ctx.rollout(rid)
+        if rollout is not None and rollout["status"] in QUEUING_STATUSES and rid not in picked:
+            picked.append(rid)
+            if len(picked) >= limit:
+                break
+    return picked
 
 
 def start_attempt(ctx: DecisionContext, rid: str, worker_id: str | None
