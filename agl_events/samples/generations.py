@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
+def generations(snapshots: Iterable[tuple[float, str]]) -> dict[str, int]:
+    """Every resources id's generation among `(create_time, resources_id)` pairs."""
+    return {rid: generation for generation, (_, rid) in enumerate(sorted(snapshots), start=1)}
+
+
 def generation_of(resources_id: str | None, snapshots: Iterable[tuple[float, str]]) -> int | None:
     """The generation of `resources_id` among `(create_time, resources_id)` pairs; None if absent."""
-    if resources_id is None:
-        return None
-    order = [rid for _, rid in sorted(snapshots)]
-    return order.index(resources_id) + 1 if resources_id in order else None
+    return None if resources_id is None else generations(snapshots).get(resources_id)
 
 
 def is_stale(generation: int | None, current: int | None, max_staleness: int | None) -> bool:

@@ -11,6 +11,7 @@ from agl_events.events.codec import AvroCodec
 from agl_events.events.kinds import spec
 from agl_events.log.records import LoggedEvent, Position, ReadBatch
 from agl_events.reducers import keys, reduce_explained
+from agl_events.samples.generations import generations
 from agl_events.topics import VIEW_TOPICS
 from agl_events.views.kv import KeyValue
 from agl_events.views.spans import StoredSpans, span_decoder, stored_spans
@@ -63,6 +64,8 @@ class StoreView:
         #: RocksDB steps over a deleted key on every scan from the queue's start until a compaction drops it:
         #: after 16,000 claims, reading the queue's head took 3.4 ms instead of microseconds.
         self._queue_from = keys.QUEUE
+        #: The resources snapshots' generations, ranked on first use after each write of a snapshot (`generations`).
+        self._generations: dict[str, int] | None = None
 
     @property
     def positions(self) -> dict[Position, int]:
@@ -74,6 +77,14 @@ class StoreView:
 
     def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
         return self._scan_queue() if prefix == keys.QUEUE else self.kv.scan(prefix)
+
+    def generations(self) -> Mapping[str, int]:
+        """Every resources snapshot's generation (`samples.generations`): ranked again only after a snapshot was
+        written, not at every finish that asks."""
+        if self._generations is None:
+            self._generations = generations((s["create_time"], s["resources_id"])
+                                            for _, s in self.kv.scan(keys.RESOURCES))
+        return self._generations
 
     def _scan_queue(self) -> Iterator[tuple[str, Any]]:
         """The queue, read from `_queue_from`, which moves up to the first entry read (those before it were
@@ -157,9 +168,7 @@ class StoreView:
             batch[f"{keys.POSITIONS}{topic}/{partition}"] = end
         if batch:
             self.kv.write(batch)
-            for key, value in batch.items():
-                if value is not None and key < self._queue_from and key.startswith(keys.QUEUE):
-                    self._queue_from = key
+            self._derived_written(batch)
             for observer in self._observers:
                 observer(batch)
         # Only once written: a batch that raised half-way leaves positions and pending as they were, so a
@@ -169,6 +178,15 @@ class StoreView:
             del self._own_pending[position]
         for event, reason in ignored:
             self._on_ignored(event, reason)
+
+    def _derived_written(self, batch: Mapping[str, Any]) -> None:
+        """Keep what the view derives in memory (`_queue_from`, `_generations`) in step with a write."""
+        for key, value in batch.items():
+            if key.startswith(keys.QUEUE):
+                if value is not None and key < self._queue_from:
+                    self._queue_from = key
+            elif key.startswith(keys.RESOURCES):
+                self._generations = None
 
     def close(self) -> None:
         self.kv.close()

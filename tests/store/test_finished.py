@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from agl_events.store.memory import InMemoryLightningStore
 from agl_events.topics import Topic
 from agl_events.types import PromptTemplate
@@ -29,5 +31,25 @@ async def test_a_finish_is_announced_once_with_the_attempt_and_resources_generat
         await store.update_rollout(later.rollout_id, status="cancelled")
         assert [r["resources_generation"] for r in _finished(store)] == [1, 2]
         assert _finished(store)[1]["attempt"] is None  # cancelled before any attempt
+    finally:
+        await store.close()
+
+
+async def test_generations_follow_each_publish_and_a_snapshot_decided_in_the_same_batch() -> None:
+    """The view ranks the snapshots once per publish, not at every finish: a snapshot published after a finish
+    still counts for the next, and one decided in the same commit batch as a finish counts for it."""
+    store = InMemoryLightningStore(scan_debounce_seconds=0)
+    template = {"p": PromptTemplate(template="v", engine="f-string")}
+    try:
+        first = await store.add_resources(template)
+        one = await store.enqueue_rollout({"q": 1}, resources_id=first.resources_id)
+        await store.update_rollout(one.rollout_id, status="cancelled")
+        second = await store.add_resources(template)
+        two = await store.enqueue_rollout({"q": 2}, resources_id=second.resources_id)
+        await store.update_rollout(two.rollout_id, status="cancelled")
+        three = await store.enqueue_rollout({"q": 3}, resources_id="rs-third")
+        await asyncio.gather(store.update_resources("rs-third", template),
+                             store.update_rollout(three.rollout_id, status="cancelled"))
+        assert [r["resources_generation"] for r in _finished(store)] == [1, 2, 3]
     finally:
         await store.close()

@@ -10,8 +10,6 @@ the tracer's offsets), so in that partition the record comes after them.
 from __future__ import annotations
 
 from agl_events.events.typed import Attempt, Rollout, RolloutFinished
-from agl_events.reducers import keys
-from agl_events.samples.generations import generation_of
 from agl_events.store.context import DecisionContext
 from agl_events.types import FINISHED_STATUSES
 
@@ -28,8 +26,5 @@ def announce_finished(ctx: DecisionContext, rid: str, previous_status: str) -> N
 
 
 def resources_generation(ctx: DecisionContext, resources_id: str | None) -> int | None:
-    """The rollout's resources generation (see `samples.generations`), from every snapshot in the view."""
-    if resources_id is None or ctx.get(keys.resources(resources_id)) is None:
-        return None
-    return generation_of(resources_id, ((snapshot["create_time"], snapshot["resources_id"])
-                                        for _, snapshot in ctx.scan(keys.RESOURCES)))
+    """The rollout's resources generation (see `samples.generations`), among every snapshot in the view."""
+    return None if resources_id is None else ctx.generations().get(resources_id)
