@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from agl_events.log.memory import InMemoryLog
+from agl_events.reducers import keys
+from agl_events.samples.generations import generations
 from agl_events.store.backend import Backend
 from agl_events.store.follower import Follower
 from agl_events.store.service import EventSourcedStore
@@ -53,3 +56,13 @@ def store_over(view: StoreView, log: InMemoryLog) -> tuple[EventSourcedStore, Fo
     its follower."""
     follower = Follower(log.reader(), view)
     return EventSourcedStore(Backend(view, "test-store", log, follower)), follower
+
+
+class DictView(dict[str, Any]):
+    """A view as a plain dict, for decision contexts in unit tests of pure commands (`store.context.Readable`)."""
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        return iter(sorted((k, v) for k, v in self.items() if k.startswith(prefix)))
+
+    def generations(self) -> Mapping[str, int]:
+        return generations((s["create_time"], s["resources_id"]) for _, s in self.scan(keys.RESOURCES))

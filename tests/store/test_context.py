@@ -3,25 +3,17 @@ this decision, folded into the context at once; and a span's event, whoever appe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 from agl_events.events.codec import AvroCodec
 from agl_events.events.typed import SpanAdded, WorkerHeartbeat
 from agl_events.reducers import keys
 from agl_events.store.commands.spans import add_spans
 from agl_events.store.context import INDEX_FROM, DecisionContext
 from agl_events.tracer.kafka import span_event
-from tests.store import make_span
-
-
-class _View(dict[str, Any]):
-    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
-        return iter(sorted((k, v) for k, v in self.items() if k.startswith(prefix)))
+from tests.store import DictView, make_span
 
 
 def test_an_emitted_event_is_stamped_keyed_by_its_kind_and_folded_at_once() -> None:
-    ctx = DecisionContext(_View(), now=42.0, producer_id="store-1")
+    ctx = DecisionContext(DictView(), now=42.0, producer_id="store-1")
     new = ctx.emit(WorkerHeartbeat(worker_id="w-1"))
     assert (new.kind, new.key, new.topic.value) == ("WorkerHeartbeat", "w-1", "workers")
     assert (new.record["time"], new.record["producer_id"], len(new.record["event_id"])) == (42.0, "store-1", 32)
@@ -32,7 +24,7 @@ def test_an_emitted_event_is_stamped_keyed_by_its_kind_and_folded_at_once() -> N
 
 def test_the_store_and_the_tracer_write_the_same_span_record() -> None:
     span = {**make_span("ro-1", "at-1", 1).model_dump(), "attributes": {"ids": (1, 2)}, "kind": "INTERNAL"}
-    view = _View({keys.rollout("ro-1"): {"rollout_id": "ro-1", "status": "running"},
+    view = DictView({keys.rollout("ro-1"): {"rollout_id": "ro-1", "status": "running"},
                   keys.attempt_index("ro-1", "at-1"): 1,
                   keys.attempt("ro-1", 1): {"attempt_id": "at-1", "status": "running"}})
     ctx = DecisionContext(view, now=1.0, producer_id="store-1")
@@ -47,7 +39,7 @@ def test_the_store_and_the_tracer_write_the_same_span_record() -> None:
 def test_a_scan_through_large_overlays_sees_what_a_filter_of_every_level_sees() -> None:
     """Overlays of INDEX_FROM keys and more are scanned through an index of their prefixes: the same entries, in
     the same order, as a filter, at every depth of prefix, the overlay's entries over the view's."""
-    view = _View({"a/ro-1/0000000001": "view-1", "a/ro-1/0000000009": "view-9", "a/ro-10/0000000001": "other",
+    view = DictView({"a/ro-1/0000000001": "view-1", "a/ro-1/0000000009": "view-9", "a/ro-10/0000000001": "other",
                   "s/ro-1/0001/at-1/sp-1": "view-span"})
     root = DecisionContext(view, now=1.0, producer_id="store-1")
     for i in range(INDEX_FROM):

@@ -9,7 +9,7 @@ above it whether or not the spans arrived.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +33,15 @@ from agl_events.store.kafka import KafkaLightningStore
 from agl_events.tracer import KafkaTracer, ReservedIds
 from agl_events.types import Claim, EnqueueRolloutRequest, RolloutConfig
 from tests.eventually import eventually_async
-from tests.store import make_span
+from tests.store import DictView, make_span
 
 RETRIED = RolloutConfig(max_attempts=3, retry_condition=["unresponsive"])
-
-
-class _View(dict[str, Any]):
-    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
-        return iter(sorted((k, v) for k, v in self.items() if k.startswith(prefix)))
 
 
 def test_each_claim_reserves_a_block_above_the_previous_attempts() -> None:
     """Pure decision: no span of attempt 1 has reached the view, yet attempt 2's ids start above its block, and
     a block attempt 1 reserves later starts above attempt 2's."""
-    ctx = DecisionContext(_View(), now=1.0, producer_id="store-1")
+    ctx = DecisionContext(DictView(), now=1.0, producer_id="store-1")
     rid = enqueue_rollout(ctx, {"q": 1}, config=RETRIED)["rollout_id"]
     first = claim(ctx, rid, "runner-1")
     assert first is not None
