@@ -235,7 +235,6 @@ threading.Event().wait()
 """
 
 
-
 def test_a_pool_runner_stops_when_the_process_that_started_it_is_killed(settings: Settings) -> None:
     create_topics(make_admin(settings.bootstrap_servers), settings.experiment)  # the runner polls its queue
     line, parent = orphan(ORPHANING_PARENT, settings.model_dump_json())
